@@ -1,0 +1,5 @@
+import sys
+
+from fcn.cli import main
+
+sys.exit(main())

@@ -1,0 +1,150 @@
+"""FCN-32s, FCN-16s and FCN-8s (Long, Shelhamer & Darrell), layer for layer as ``voc-fcn*s``.
+
+Geometry (all Caffe): conv1_1 sees the input padded by 100 pixels, max pools are 2x2 stride 2
+rounding up, fc6 is a 7x7 valid conv. The coarse scores are upsampled by fixed bilinear
+transposed convolutions and cropped back onto the input grid at the offsets in
+:data:`CROP_OFFSETS`, which keep every output pixel's receptive field centred on that pixel for
+any input size.
+"""
+
+from __future__ import annotations
+
+import keras
+
+from fcn.classes import NUM_CLASSES
+from fcn.layers import BilinearUpsampling, CaffeCrop, Scale
+from fcn.preprocessing import CaffePreprocess
+from fcn.vgg16 import VGG_BLOCKS, imagenet_weights_path, load_vgg16_weights
+
+VARIANTS: tuple[str, ...] = ("fcn32s", "fcn16s", "fcn8s", "fcn8s_atonce")
+
+INPUT_PAD = 100
+"""Zero padding (in mean-subtracted space, i.e. the mean colour) in front of conv1_1."""
+
+CROP_OFFSETS: dict[str, dict[str, int]] = {
+    "fcn32s": {"score": 19},
+    "fcn16s": {"score_pool4c": 5, "score": 27},
+    "fcn8s": {"score_pool4c": 5, "score_pool3c": 9, "score": 31},
+    "fcn8s_atonce": {"score_pool4c": 5, "score_pool3c": 9, "score": 31},
+}
+"""Top-left offset (pixels) of every crop layer, per variant, as in the reference prototxts."""
+
+ATONCE_SCALES = {"pool4": 0.01, "pool3": 0.0001}
+"""Fixed scaling of the skip features in the all-at-once FCN-8s."""
+
+
+def _upscore(name: str, classes: int, kernel: int, stride: int, learnable: bool):
+    return keras.layers.Conv2DTranspose(
+        classes, kernel, strides=stride, use_bias=False, name=name,
+        kernel_initializer=BilinearUpsampling(), trainable=learnable,
+    )  # fmt: skip
+
+
+def _score(name: str, classes: int):
+    return keras.layers.Conv2D(classes, 1, kernel_initializer="zeros", name=name)
+
+
+def build_model(
+    variant: str = "fcn8s",
+    num_classes: int = NUM_CLASSES,
+    weights: str | None = "imagenet",
+    *,
+    width: float = 1.0,
+    dropout: float = 0.5,
+    learnable_upsampling: bool = False,
+    init_from: keras.Model | None = None,
+) -> keras.Model:
+    """Build an FCN.
+
+    Args:
+        variant: one of :data:`VARIANTS`.
+        num_classes: number of output classes (21 for VOC, background included).
+        weights: ``"imagenet"`` (Keras' VGG16 file, downloaded once into Keras' cache), a path to
+            a Keras VGG16 weights file (full, or 'notop' with a warning), or ``None`` (random).
+        width: channel multiplier of the VGG body and fc6/fc7 (1.0 = the paper's net; smaller
+            values keep the topology for fast tests and demos, only with ``weights=None``).
+        dropout: dropout rate after fc6 and fc7.
+        learnable_upsampling: train the bilinear upsampling kernels (frozen by default).
+        init_from: a trained coarser FCN whose layers of the same name initialise this one
+            (the paper's staged training: 16s from 32s, 8s from 16s).
+
+    Returns:
+        A model from RGB images (N, H, W, 3), uint8 or float in 0..255, of any H and W, to
+        float32 logits (N, H, W, num_classes) on the same pixel grid.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+    if width != 1.0 and weights is not None:
+        raise ValueError("a width-reduced model cannot take VGG16 weights: pass weights=None")
+    offsets = CROP_OFFSETS[variant]
+
+    def channels(n: int) -> int:
+        return max(1, int(round(n * width)))
+
+    image = keras.Input((None, None, 3), name="image")
+    x = CaffePreprocess(name="preprocess")(image)
+    x = keras.layers.ZeroPadding2D(INPUT_PAD, name="pad")(x)
+    pools = {}
+    for block, (convs, filters) in enumerate(VGG_BLOCKS, 1):
+        for i in range(1, convs + 1):
+            padding = "valid" if (block, i) == (1, 1) else "same"
+            x = keras.layers.Conv2D(
+                channels(filters), 3, padding=padding, activation="relu", name=f"conv{block}_{i}"
+            )(x)
+        x = keras.layers.MaxPooling2D(2, 2, padding="same", name=f"pool{block}")(x)
+        pools[block] = x
+    x = keras.layers.Conv2D(channels(4096), 7, activation="relu", name="fc6")(x)
+    x = keras.layers.Dropout(dropout, name="drop6")(x)
+    x = keras.layers.Conv2D(channels(4096), 1, activation="relu", name="fc7")(x)
+    x = keras.layers.Dropout(dropout, name="drop7")(x)
+    x = _score("score_fr", num_classes)(x)
+
+    def fuse(x, pool: int):
+        """2x upsample ``x`` and add the cropped scores of ``pool<pool>``."""
+        up_name = "upscore2" if pool == 4 else "upscore_pool4"
+        x = _upscore(up_name, num_classes, 4, 2, learnable_upsampling)(x)
+        skip = pools[pool]
+        if variant == "fcn8s_atonce":
+            skip = Scale(ATONCE_SCALES[f"pool{pool}"], name=f"scale_pool{pool}")(skip)
+        skip = _score(f"score_pool{pool}", num_classes)(skip)
+        skip = CaffeCrop(offsets[f"score_pool{pool}c"], name=f"score_pool{pool}c")([skip, x])
+        return keras.layers.Add(name=f"fuse_pool{pool}")([x, skip])
+
+    if variant == "fcn32s":
+        x = _upscore("upscore", num_classes, 64, 32, learnable_upsampling)(x)
+    elif variant == "fcn16s":
+        x = fuse(x, 4)
+        x = _upscore("upscore16", num_classes, 32, 16, learnable_upsampling)(x)
+    else:
+        x = fuse(fuse(x, 4), 3)
+        x = _upscore("upscore8", num_classes, 16, 8, learnable_upsampling)(x)
+    logits = CaffeCrop(offsets["score"], dtype="float32", name="score")([x, image])
+    model = keras.Model(image, logits, name=variant)
+
+    if weights == "imagenet":
+        load_vgg16_weights(model, imagenet_weights_path())
+    elif weights is not None:
+        load_vgg16_weights(model, str(weights))
+    if init_from is not None:
+        transfer_weights(init_from, model)
+    return model
+
+
+def transfer_weights(source: keras.Model, target: keras.Model) -> list[str]:
+    """Copy the weights of every layer that ``source`` and ``target`` share by name and shape.
+
+    Returns the names of the copied layers (for staged training: FCN-16s from FCN-32s copies the
+    VGG body, fc6, fc7 and score_fr; score_pool4 stays at zero).
+    """
+    copied = []
+    for layer in target.layers:
+        try:
+            other = source.get_layer(layer.name)
+        except ValueError:
+            continue
+        theirs = other.get_weights()
+        ours = layer.get_weights()
+        if ours and [w.shape for w in theirs] == [w.shape for w in ours]:
+            layer.set_weights(theirs)
+            copied.append(layer.name)
+    return copied

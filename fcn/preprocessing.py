@@ -1,0 +1,30 @@
+"""The one place where images are prepared for the VGG16 weights.
+
+Keras' (and Caffe's) VGG16 ImageNet weights expect BGR channels in the 0..255 range with the
+ImageNet mean subtracted. FCN models apply :class:`CaffePreprocess` as their first layer, so
+train, evaluate and predict all feed plain RGB (uint8 or float, 0..255) and can never disagree.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+
+MEAN_BGR: tuple[float, float, float] = (103.939, 116.779, 123.68)
+"""ImageNet mean pixel of the VGG16 weights, BGR order, 0..255 (``keras.applications.vgg16``)."""
+
+MEAN_RGB: tuple[int, int, int] = tuple(int(round(v)) for v in MEAN_BGR[::-1])
+"""The same mean as a uint8 RGB colour: padding an image with it is zero after preprocessing."""
+
+
+@keras.saving.register_keras_serializable(package="fcn")
+class CaffePreprocess(keras.layers.Layer):
+    """RGB 0..255 (any dtype) -> float BGR minus the ImageNet mean. Shape (N, H, W, 3) kept."""
+
+    def call(self, images):
+        x = keras.ops.cast(images, self.compute_dtype)
+        x = keras.ops.flip(x, axis=-1)
+        return x - keras.ops.convert_to_tensor(np.array(MEAN_BGR), dtype=self.compute_dtype)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape

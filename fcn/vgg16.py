@@ -1,0 +1,83 @@
+"""VGG16 ImageNet initialisation: Keras' weights file transplanted into the FCN layers.
+
+conv1_1..conv5_3 are copied as they are; ``fc1`` (25088 x 4096) is reshaped into ``fc6``
+(7 x 7 x 512 x 4096) and ``fc2`` into ``fc7`` (1 x 1 x 4096 x 4096), exactly the "net surgery"
+of the FCN paper; ``predictions`` (fc8) is dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import keras
+
+WEIGHTS_FILE = "vgg16_weights_tf_dim_ordering_tf_kernels.h5"
+WEIGHTS_URL = "https://storage.googleapis.com/tensorflow/keras-applications/vgg16/" + WEIGHTS_FILE
+WEIGHTS_MD5 = "64373286793e3c8b2b4e3219cbf3544b"
+"""Keras' own hash of the file with the top (``keras.applications.vgg16``); 553 MB."""
+
+VGG_BLOCKS: tuple[tuple[int, int], ...] = ((2, 64), (2, 128), (3, 256), (3, 512), (3, 512))
+"""(number of 3x3 convs, filters) of the five VGG16 blocks."""
+
+
+class WeightsUnavailableError(RuntimeError):
+    """The VGG16 ImageNet file is not in Keras' cache and could not be downloaded."""
+
+
+def imagenet_weights_path() -> str:
+    """Path of Keras' VGG16 ImageNet file (with top), downloaded once into Keras' cache."""
+    cache = os.path.join(os.environ.get("KERAS_HOME", os.path.expanduser("~/.keras")), "models")
+    try:
+        return keras.utils.get_file(
+            WEIGHTS_FILE, WEIGHTS_URL, cache_subdir="models", file_hash=WEIGHTS_MD5
+        )
+    except Exception as err:  # urllib, ssl, hash or permission errors all mean the same here
+        raise WeightsUnavailableError(
+            f"VGG16 ImageNet weights are not available: {WEIGHTS_FILE} is not in {cache} and "
+            f"downloading it from {WEIGHTS_URL} failed ({type(err).__name__}: {err}). "
+            f"Fetch that file (md5 {WEIGHTS_MD5}) and pass weights='/path/to/{WEIGHTS_FILE}' "
+            "(a 'notop' file works too), or copy it into that cache folder."
+        ) from err
+
+
+def vgg16_to_fcn_names() -> dict[str, str]:
+    """Keras VGG16 layer name -> FCN (Caffe) layer name, e.g. 'block4_conv2' -> 'conv4_2'."""
+    names = {
+        f"block{b}_conv{i}": f"conv{b}_{i}"
+        for b, (convs, _) in enumerate(VGG_BLOCKS, 1)
+        for i in range(1, convs + 1)
+    }
+    return {**names, "fc1": "fc6", "fc2": "fc7"}
+
+
+def _read_vgg16(path: str) -> tuple[keras.Model, bool]:
+    """Load a Keras VGG16 weights file (full or 'notop'); returns the model and whether it has fc."""
+    errors = []
+    for include_top in (True, False):
+        vgg = keras.applications.VGG16(weights=None, include_top=include_top)
+        try:
+            vgg.load_weights(path)
+            return vgg, include_top
+        except Exception as err:  # a notop file does not fit the full model, and vice versa
+            errors.append(f"include_top={include_top}: {err}")
+    raise ValueError(f"{path} is not a Keras VGG16 weights file ({'; '.join(errors)})")
+
+
+def load_vgg16_weights(model: keras.Model, path: str) -> None:
+    """Copy the VGG16 weights in ``path`` into the FCN ``model`` (in place)."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"VGG16 weights file not found: {path}")
+    vgg, has_top = _read_vgg16(path)
+    for vgg_name, fcn_name in vgg16_to_fcn_names().items():
+        if vgg_name.startswith("fc") and not has_top:
+            continue
+        kernel, bias = vgg.get_layer(vgg_name).get_weights()
+        target = model.get_layer(fcn_name)
+        target.set_weights([kernel.reshape(target.kernel.shape), bias])
+    if not has_top:
+        warnings.warn(
+            f"{path} has no fully connected layers ('notop' file): fc6 and fc7 keep a fresh "
+            "random initialisation, which trains far worse than the full VGG16 file.",
+            stacklevel=3,
+        )
