@@ -26,12 +26,18 @@ class WeightsUnavailableError(RuntimeError):
 
 
 def imagenet_weights_path() -> str:
-    """Path of Keras' VGG16 ImageNet file (with top), downloaded once into Keras' cache."""
-    cache = os.path.join(os.environ.get("KERAS_HOME", os.path.expanduser("~/.keras")), "models")
+    """Path of Keras' VGG16 ImageNet file (with top), downloaded once into Keras' cache.
+
+    The cache is ``$KERAS_HOME/models`` (default ``~/.keras/models``), read at call time; a
+    cached file whose md5 differs from :data:`WEIGHTS_MD5` is fetched again, never used.
+    """
+    keras_home = os.environ.get("KERAS_HOME", os.path.expanduser("~/.keras"))
+    cache = os.path.join(keras_home, "models")
     try:
         return keras.utils.get_file(
-            WEIGHTS_FILE, WEIGHTS_URL, cache_subdir="models", file_hash=WEIGHTS_MD5
-        )
+            WEIGHTS_FILE, WEIGHTS_URL, cache_dir=keras_home, cache_subdir="models",
+            file_hash=WEIGHTS_MD5,
+        )  # fmt: skip
     except Exception as err:  # urllib, ssl, hash or permission errors all mean the same here
         raise WeightsUnavailableError(
             f"VGG16 ImageNet weights are not available: {WEIGHTS_FILE} is not in {cache} and "

@@ -1,0 +1,80 @@
+"""How bad input is reported: :class:`DataError` by default, a :class:`SkipLog` when asked to skip."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Literal, Union
+
+logger = logging.getLogger("fcn.data")
+
+
+class DataError(ValueError):
+    """A dataset file or listing is missing, unreadable or inconsistent; the message names it.
+
+    Raised as is by the listing functions and by :func:`fcn.data.read_pair`. Inside a
+    ``tf.data`` pipeline TensorFlow re-raises it as ``tf.errors.InvalidArgumentError`` whose
+    message starts with this error's text (file name included).
+    """
+
+
+class SkipLog:
+    """Thread-safe record of what ``on_error=SkipLog()`` skipped, filled as data is listed or read.
+
+    ``len(log)`` is the number of skipped files or pairs and ``log.entries`` lists
+    ``(file, reason)``; every skip is also logged as a warning on the ``fcn.data`` logger.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: list[tuple[str, str]] = []
+
+    def add(self, file: str, reason: str) -> None:
+        with self._lock:
+            self._entries.append((file, reason))
+        logger.warning("skipped %s: %s", file, reason)
+
+    @property
+    def entries(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return list(self._entries)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+
+_SHOWN = 10
+"""Problems named in one error message before "and N more"."""
+
+OnError = Union[Literal["raise", "skip"], SkipLog]
+"""``"raise"`` (default): stop with a :class:`DataError`. ``"skip"``: drop the bad pair and log a
+warning. A :class:`SkipLog`: skip, log, and record each skipped pair in it."""
+
+
+def skip_log(on_error: OnError) -> SkipLog | None:
+    """The log to skip into, or None when errors must be raised."""
+    if on_error == "raise":
+        return None
+    if on_error == "skip":
+        return SkipLog()
+    if isinstance(on_error, SkipLog):
+        return on_error
+    raise ValueError(f"on_error must be 'raise', 'skip' or a SkipLog, got {on_error!r}")
+
+
+def report(problems: list[tuple[str, str]], summary: str, on_error: OnError) -> None:
+    """Raise one :class:`DataError` naming the first ``(file, reason)`` problems, or skip them all.
+
+    Args:
+        problems: ``(file, reason)`` for every bad file, in order.
+        summary: what went wrong as a whole, first in the error message.
+        on_error: see :data:`OnError`.
+    """
+    log = skip_log(on_error)
+    if log is None:
+        shown = "; ".join(f"{file} ({reason})" for file, reason in problems[:_SHOWN])
+        more = f"; and {len(problems) - _SHOWN} more" if len(problems) > _SHOWN else ""
+        raise DataError(f"{summary}: {shown}{more}")
+    for file, reason in problems:
+        log.add(file, reason)

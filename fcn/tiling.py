@@ -1,0 +1,99 @@
+"""Whole-image FCN inference in overlapping tiles, for images larger than a memory budget.
+
+Geometry of the FCN graph (:mod:`fcn.model`): output stride 32 (pools round up), conv1_1 sees the
+input padded by 100 pixels of mean colour, and an output pixel depends on input pixels up to
+about 220 pixels away. A tile whose origin is a multiple of 32 therefore sees the same pooling
+grid as the whole image, and the pixels at least :data:`DEFAULT_MARGIN` pixels inside its borders
+(or on a border it shares with the image) get the logits of whole-image inference, up to float
+rounding (measured: ``tests/test_evaluate.py::test_tiled_logits_equal_whole_image``). Each tile
+keeps only that central part; the kept parts partition the image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import keras
+import numpy as np
+
+STRIDE = 32
+"""Output stride of every FCN variant: tile origins are multiples of it."""
+
+DEFAULT_MARGIN = 256
+"""Context (pixels, a multiple of :data:`STRIDE`) read around each tile's kept part."""
+
+
+class Tile(NamedTuple):
+    """One forward pass: read ``image[source]``, keep ``logits[keep]``, which is ``image[region]``.
+
+    All three are ``(rows, cols)`` pairs of slices in pixels.
+    """
+
+    source: tuple[slice, slice]
+    keep: tuple[slice, slice]
+    region: tuple[slice, slice]
+
+
+def _axis(length: int, core: int, margin: int) -> list[tuple[slice, slice, slice]]:
+    pieces = []
+    for start in range(0, length, core):
+        stop = min(start + core, length)
+        lo, hi = max(0, start - margin), min(length, stop + margin)
+        pieces.append((slice(lo, hi), slice(start - lo, stop - lo), slice(start, stop)))
+    return pieces
+
+
+def plan_tiles(
+    height: int, width: int, max_pixels: int, margin: int = DEFAULT_MARGIN
+) -> list[Tile]:
+    """Cut a (height, width) image into tiles of at most ``max_pixels`` input pixels each.
+
+    An image that fits is one tile. Otherwise the kept parts are squares of side ``core`` (a
+    multiple of 32, as large as the budget allows) and each tile reads ``margin`` more pixels on
+    every side that is inside the image. Raises ``ValueError`` if even a 32-pixel core with its
+    margins exceeds ``max_pixels``.
+    """
+    if margin % STRIDE:
+        raise ValueError(f"margin must be a multiple of {STRIDE}, got {margin}")
+    if height * width <= max_pixels:
+        whole = (slice(0, height), slice(0, width))
+        return [Tile(whole, whole, whole)]
+
+    def area(core: int) -> int:
+        return min(core + 2 * margin, height) * min(core + 2 * margin, width)
+
+    core = STRIDE
+    if area(core) > max_pixels:
+        raise ValueError(
+            f"max_pixels={max_pixels} is too small for a {STRIDE}-pixel tile with a {margin}-pixel"
+            f" margin: it needs at least {area(core)}"
+        )
+    while core < max(height, width) and area(core + STRIDE) <= max_pixels:
+        core += STRIDE
+    return [
+        Tile((rs, cs), (rk, ck), (rr, cr))
+        for rs, rk, rr in _axis(height, core, margin)
+        for cs, ck, cr in _axis(width, core, margin)
+    ]
+
+
+def predict_tiled(
+    model: keras.Model, image: np.ndarray, max_pixels: int, margin: int = DEFAULT_MARGIN
+) -> Iterator[tuple[tuple[slice, slice], np.ndarray]]:
+    """Run ``model`` on one image tile by tile and yield ``(region, logits)`` per tile.
+
+    Args:
+        model: an FCN from :func:`fcn.build_model` (RGB (N, H, W, 3) -> logits (N, H, W, C)).
+        image: one RGB image, (H, W, 3), uint8 or float in 0..255.
+        max_pixels: most input pixels (rows x columns) per forward pass.
+        margin: context around each kept part, pixels, a multiple of 32.
+
+    Yields:
+        ``region``, a (rows, cols) pair of slices of the image, and the float32 logits of that
+        region, (h, w, C). The regions partition the image; nothing image-sized is allocated, so
+        a caller can reduce each piece (argmax, confusion counts) before the next one is made.
+    """
+    for tile in plan_tiles(image.shape[0], image.shape[1], max_pixels, margin):
+        logits = model(image[None, tile.source[0], tile.source[1]], training=False)[0]
+        yield tile.region, np.asarray(logits[tile.keep[0], tile.keep[1]])
