@@ -1,10 +1,10 @@
-"""How bad input is reported: :class:`DataError` by default, a :class:`SkipLog` when asked to skip."""
+"""How bad input is reported: a :class:`DataError`, or a :class:`SkipLog` when asked to skip."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Literal, Union
+from typing import Literal
 
 logger = logging.getLogger("fcn.data")
 
@@ -47,7 +47,7 @@ class SkipLog:
 _SHOWN = 10
 """Problems named in one error message before "and N more"."""
 
-OnError = Union[Literal["raise", "skip"], SkipLog]
+OnError = Literal["raise", "skip"] | SkipLog
 """``"raise"`` (default): stop with a :class:`DataError`. ``"skip"``: drop the bad pair and log a
 warning. A :class:`SkipLog`: skip, log, and record each skipped pair in it."""
 

@@ -47,18 +47,18 @@ class SegmentationFiles:
         files, or is dropped (and logged) when ``on_error`` skips.
         """
         files = cls(tuple(map(os.fspath, images)), tuple(map(os.fspath, labels)))
-        images, labels = files.images, files.labels
-        absent = _absent(images + labels)
+        absent = _absent(files.images + files.labels)
         bad = {
             i: missing
-            for i, pair in enumerate(zip(images, labels))
+            for i, pair in enumerate(zip(files.images, files.labels, strict=True))
             if (missing := [p for p in pair if p in absent])
         }
-        if bad:
-            problems = [(p, "missing file") for missing in bad.values() for p in missing]
-            report(problems, f"{len(bad)} of {len(images)} image/label pairs lack files", on_error)
-        keep = [i for i in range(len(images)) if i not in bad]
-        return cls(tuple(images[i] for i in keep), tuple(labels[i] for i in keep))
+        if not bad:
+            return files
+        problems = [(p, "missing file") for missing in bad.values() for p in missing]
+        report(problems, f"{len(bad)} of {len(files)} image/label pairs lack files", on_error)
+        keep = [i for i in range(len(files)) if i not in bad]
+        return cls(tuple(files.images[i] for i in keep), tuple(files.labels[i] for i in keep))
 
     @classmethod
     def from_folders(

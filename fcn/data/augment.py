@@ -1,0 +1,74 @@
+"""Training augmentation (albumentations): scale, pad, crop, flip, optional colour jitter.
+
+Label maps are only ever resampled with nearest neighbour and padded with IGNORE_LABEL, so an
+augmented label holds only values of the original one (plus 255 where padding was added).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import cv2
+import numpy as np
+
+from fcn.classes import IGNORE_LABEL
+from fcn.preprocessing import MEAN_RGB
+
+os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # no network check on import
+import albumentations as A  # noqa: E402
+
+
+class Augmenter:
+    """Random scale -> pad to the crop (image with MEAN_RGB, label with 255) -> random crop ->
+    horizontal flip -> optional photometric jitter, driven only by a per-sample seed.
+
+    Thread-safe: each thread builds its own albumentations pipeline, and the same
+    ``(image, label, seed)`` always gives the same output, whatever thread runs it.
+
+    Args:
+        crop_size: side of the square output, pixels.
+        scale_range: (min, max) scale factor, sampled uniformly per sample.
+        jitter: also randomise brightness, contrast, saturation and hue (image only).
+    """
+
+    def __init__(
+        self,
+        crop_size: int = 320,
+        scale_range: tuple[float, float] = (0.5, 2.0),
+        jitter: bool = False,
+    ) -> None:
+        low, high = scale_range
+        if not 0 < low <= high:
+            raise ValueError(f"scale_range must be 0 < min <= max, got {scale_range}")
+        self.crop_size, self.scale_range, self.jitter = crop_size, (low, high), jitter
+        self._local = threading.local()
+
+    def _pipeline(self) -> A.Compose:
+        if not hasattr(self._local, "pipeline"):
+            low, high = self.scale_range
+            size = self.crop_size
+            steps = [
+                A.RandomScale(scale_limit=(low - 1, high - 1), interpolation=cv2.INTER_LINEAR,
+                              mask_interpolation=cv2.INTER_NEAREST, p=1.0),
+                A.PadIfNeeded(size, size, border_mode=cv2.BORDER_CONSTANT, fill=MEAN_RGB,
+                              fill_mask=IGNORE_LABEL),
+                A.RandomCrop(size, size),
+                A.HorizontalFlip(p=0.5),
+            ]  # fmt: skip
+            if self.jitter:
+                steps.append(A.ColorJitter(0.3, 0.3, 0.3, 0.05, p=0.8))
+            self._local.pipeline = A.Compose(steps, mask_interpolation=cv2.INTER_NEAREST)
+        return self._local.pipeline
+
+    def __call__(
+        self, image: np.ndarray, label: np.ndarray, seed: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(image uint8 (H, W, 3), label uint8 (H, W)) -> the same at (crop, crop)."""
+        pipeline = self._pipeline()
+        # One independent stream per step: a shared seed would correlate e.g. scale and flip.
+        streams = np.random.SeedSequence(seed).generate_state(len(pipeline.transforms))
+        for step, stream in zip(pipeline.transforms, streams, strict=True):
+            step.set_random_seed(int(stream))
+        out = pipeline(image=image, mask=label)
+        return out["image"], out["mask"]

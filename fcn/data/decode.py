@@ -1,0 +1,106 @@
+"""Reading one image/label pair from disk into checked uint8 arrays (no TensorFlow here)."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import numpy as np
+import scipy.io
+from PIL import Image
+
+from fcn.classes import IGNORE_LABEL, NUM_CLASSES
+from fcn.data.errors import DataError
+
+LABEL_MODES: tuple[str, ...] = ("P", "L")
+"""PIL modes whose pixel values are class indices: palette PNGs (VOC) and grayscale PNGs."""
+
+
+def read_image(path: str | os.PathLike) -> np.ndarray:
+    """The image at ``path`` as RGB uint8, shape (H, W, 3).
+
+    Grayscale, palette, RGBA (alpha dropped), CMYK and 16-bit images are converted to RGB.
+    Raises :class:`DataError` naming the file if it is empty, truncated or not an image.
+    """
+    image = _open(path)
+    return np.asarray(image if image.mode == "RGB" else image.convert("RGB"))
+
+
+def read_label(path: str | os.PathLike, num_classes: int = NUM_CLASSES) -> np.ndarray:
+    """The class index map at ``path`` as uint8, shape (H, W); IGNORE_LABEL (255) marks void.
+
+    A ``.mat`` file is read as SBD's ``GTcls.Segmentation``; anything else must be a palette
+    ('P') or grayscale ('L') image whose pixel values are the indices. Palette colours are never
+    looked at. Raises :class:`DataError` naming the file if it cannot be read or holds a value
+    outside ``0..num_classes-1`` and 255.
+    """
+    if os.fspath(path).lower().endswith(".mat"):
+        label = _read_sbd_mat(path)
+    else:
+        image = _open(path)
+        if image.mode not in LABEL_MODES:
+            raise DataError(
+                f"{os.fspath(path)}: label images must hold class indices (mode 'P' or 'L'), "
+                f"got mode {image.mode!r}"
+            )
+        label = np.asarray(image)
+    counts = np.bincount(label.ravel(), minlength=256)
+    bad = [int(v) for v in np.flatnonzero(counts) if v >= num_classes and v != IGNORE_LABEL]
+    if bad:
+        raise DataError(
+            f"{os.fspath(path)}: label values {bad} are neither classes 0..{num_classes - 1} "
+            f"nor the ignore label {IGNORE_LABEL}"
+        )
+    return label
+
+
+def read_pair(
+    image_path: str | os.PathLike, label_path: str | os.PathLike, num_classes: int = NUM_CLASSES
+) -> tuple[np.ndarray, np.ndarray]:
+    """(image uint8 (H, W, 3), label uint8 (H, W)), checked to be the same size."""
+    image, label = read_image(image_path), read_label(label_path, num_classes)
+    if image.shape[:2] != label.shape:
+        raise DataError(
+            f"{os.fspath(image_path)} is {image.shape[1]}x{image.shape[0]} but its label "
+            f"{os.fspath(label_path)} is {label.shape[1]}x{label.shape[0]} (width x height)"
+        )
+    return image, label
+
+
+def _read_bytes(path: str | os.PathLike) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError as error:
+        raise DataError(f"{os.fspath(path)}: cannot read ({error})") from error
+    if not data:
+        raise DataError(f"{os.fspath(path)}: empty file (0 bytes)")
+    return data
+
+
+def _open(path: str | os.PathLike) -> Image.Image:
+    """The fully decoded PIL image; truncated or corrupt files raise here, not later."""
+    data = _read_bytes(path)
+    try:
+        image = Image.open(io.BytesIO(data))
+        image.load()
+    except Exception as error:  # PIL raises OSError, SyntaxError, ValueError, ... on bad data
+        raise DataError(f"{os.fspath(path)}: cannot decode image ({error})") from error
+    return image
+
+
+def _read_sbd_mat(path: str | os.PathLike) -> np.ndarray:
+    data = _read_bytes(path)
+    try:
+        mat = scipy.io.loadmat(io.BytesIO(data), squeeze_me=True, struct_as_record=False)
+        segmentation = mat["GTcls"].Segmentation
+    except Exception as error:
+        raise DataError(
+            f"{os.fspath(path)}: not an SBD class annotation (GTcls.Segmentation): {error!r}"
+        ) from error
+    label = np.asarray(segmentation)
+    if label.ndim != 2 or not np.issubdtype(label.dtype, np.integer) or label.size == 0:
+        raise DataError(f"{os.fspath(path)}: GTcls.Segmentation is not a 2-D integer array")
+    if label.min() < 0 or label.max() > 255:
+        raise DataError(f"{os.fspath(path)}: label values outside 0..255")
+    return label.astype(np.uint8)

@@ -1,0 +1,121 @@
+"""Downloading Pascal VOC 2012 and SBD: HTTP Range resume, MD5 check, then extraction."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tarfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from fcn.data.errors import DataError
+
+CHUNK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Archive:
+    """A dataset archive: where to get it, its MD5 and the folder it unpacks to (relative)."""
+
+    url: str
+    md5: str
+    root: str
+
+
+VOC2012 = Archive(
+    url="http://host.robots.ox.ac.uk/pascal/VOC/voc2012/VOCtrainval_11-May-2012.tar",
+    md5="6cd6e144f989b92b3379bac3b3de84fd",
+    root="VOCdevkit/VOC2012",
+)
+"""VOC 2012 trainval, 1.9 GB: 17,125 JPEGs, 2,913 segmentation PNGs."""
+
+SBD = Archive(
+    url="http://www.eecs.berkeley.edu/Research/Projects/CS/vision/grouping/semantic_contours/"
+    "benchmark.tgz",
+    md5="82b4d87ceb2ed10f6038a1cba92111cb",
+    root="benchmark_RELEASE",
+)
+"""The Semantic Boundaries Dataset, 1.4 GB: 11,355 JPEGs with ``cls/*.mat`` annotations."""
+
+
+def download_voc(
+    dest: str | os.PathLike, *, archive: Archive = VOC2012, progress: bool = False
+) -> Path:
+    """Download (resuming), verify and extract VOC 2012 under ``dest``; returns the VOC2012 root.
+
+    Pass the result to :func:`fcn.data.voc_pairs`. See :func:`download_archive`.
+    """
+    return download_archive(archive, dest, progress=progress)
+
+
+def download_sbd(
+    dest: str | os.PathLike, *, archive: Archive = SBD, progress: bool = False
+) -> Path:
+    """Download (resuming), verify and extract SBD under ``dest``; returns benchmark_RELEASE.
+
+    Pass the result to :func:`fcn.data.sbd_pairs`. See :func:`download_archive`.
+    """
+    return download_archive(archive, dest, progress=progress)
+
+
+def download_archive(archive: Archive, dest: str | os.PathLike, *, progress: bool = False) -> Path:
+    """Fetch ``archive`` into ``dest`` and extract it there; returns ``dest / archive.root``.
+
+    Idempotent: a verified archive is not fetched again and an extracted one (marked by
+    ``<archive>.extracted``) is not extracted again. An interrupted download is kept as
+    ``<archive>.part`` and resumed with an HTTP Range request (from scratch if the server
+    ignores ranges). A download whose MD5 differs is deleted and raises :class:`DataError`.
+    Network failures raise ``urllib.error.URLError`` (an ``OSError``).
+    """
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / Path(urllib.parse.urlparse(archive.url).path).name
+    marker = path.with_name(path.name + ".extracted")
+    if not marker.exists():
+        if not (path.is_file() and _md5(path) == archive.md5):
+            fetch(archive.url, path, archive.md5, progress=progress)
+        with tarfile.open(path) as tar:
+            tar.extractall(dest, filter="data")
+        marker.touch()
+    return dest / archive.root
+
+
+def fetch(url: str, path: Path, md5: str, *, progress: bool = False) -> None:
+    """Download ``url`` to ``path`` through ``path.part``, resuming it, and check its MD5."""
+    part = path.with_name(path.name + ".part")
+    offset = part.stat().st_size if part.exists() else 0
+    request = urllib.request.Request(url, headers={"Range": f"bytes={offset}-"} if offset else {})
+    try:
+        response = urllib.request.urlopen(request, timeout=60)
+    except urllib.error.HTTPError as error:
+        if error.code != 416:  # 416: nothing left to send, the part is already complete
+            raise
+    else:
+        with response, open(part, "ab" if response.status == 206 else "wb") as out:
+            done = offset if response.status == 206 else 0
+            total = done + int(response.headers.get("Content-Length") or 0)
+            while chunk := response.read(CHUNK_BYTES):
+                out.write(chunk)
+                done += len(chunk)
+                if progress:
+                    print(f"\r{path.name}: {done / 1e6:.1f} / {total / 1e6:.1f} MB",
+                          end="", file=sys.stderr, flush=True)  # fmt: skip
+        if progress:
+            print(file=sys.stderr)
+    got = _md5(part)
+    if got != md5:
+        part.unlink()
+        raise DataError(f"{url}: MD5 {got} is not the expected {md5}; deleted it, try again")
+    part.replace(path)
+
+
+def _md5(path: Path) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as file:
+        while chunk := file.read(CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
