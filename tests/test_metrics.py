@@ -1,0 +1,115 @@
+"""The FCN scores against a plain numpy transcription of the reference score.py."""
+
+import warnings
+
+import keras
+import numpy as np
+import pytest
+
+from fcn.classes import IGNORE_LABEL
+from fcn.metrics import MeanIoU, confusion_counts, scores
+
+C = 5
+
+
+def reference(labels: np.ndarray, predictions: np.ndarray, n: int):
+    """score.py: fast_hist, then acc, acc_cls, mean_iu, fwavacc, word for word."""
+    a, b = labels.ravel().astype(int), predictions.ravel().astype(int)
+    k = (a >= 0) & (a < n)
+    hist = np.bincount(n * a[k] + b[k], minlength=n**2).reshape(n, n)
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        acc = np.diag(hist).sum() / hist.sum()
+        acc_cls = np.nanmean(np.diag(hist) / hist.sum(1))
+        iu = np.diag(hist) / (hist.sum(1) + hist.sum(0) - np.diag(hist))
+        mean_iu = np.nanmean(iu)
+        freq = hist.sum(1) / hist.sum()
+    fwavacc = (freq[freq > 0] * iu[freq > 0]).sum()
+    return hist, (acc, acc_cls, mean_iu, fwavacc, iu)
+
+
+def one_hot_logits(predictions: np.ndarray, n: int) -> np.ndarray:
+    return np.eye(n, dtype=np.float32)[predictions]
+
+
+def cases():
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, C, (3, 17, 23))
+    labels[rng.random(labels.shape) < 0.2] = IGNORE_LABEL
+    predictions = rng.integers(0, C, labels.shape)
+    yield "random", labels, predictions
+    absent = labels.copy()
+    absent[absent == 3] = 0
+    yield "class 3 predicted, never labelled", absent, predictions
+    yield "class 3 absent everywhere", absent, np.where(predictions == 3, 1, predictions)
+    yield "all void", np.full_like(labels, IGNORE_LABEL), predictions
+    yield "single class", np.full_like(labels, 2), predictions
+    yield "labels >= C ignored", np.where(labels == 4, 7, labels), predictions
+
+
+@pytest.mark.parametrize("name, labels, predictions", list(cases()), ids=lambda x: str(x)[:20])
+def test_scores_equal_reference(name, labels, predictions):
+    hist, expected = reference(labels, predictions, C)
+    confusion = confusion_counts(labels.astype(np.uint8), one_hot_logits(predictions, C), C)
+    assert confusion.dtype == "int64"
+    np.testing.assert_array_equal(confusion.numpy(), hist)
+    got = scores(confusion.numpy())
+    for value, want in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(value, want)  # NaN == NaN here; exact otherwise
+
+
+def test_keras_metric_matches_reference_and_keras_meaniou():
+    rng = np.random.default_rng(1)
+    ours, theirs = (
+        MeanIoU(C),
+        keras.metrics.MeanIoU(C, ignore_class=IGNORE_LABEL, sparse_y_pred=True),
+    )
+    all_labels, all_predictions = [], []
+    for _ in range(3):
+        labels = rng.integers(0, C, (2, 9, 11)).astype(np.uint8)
+        labels[rng.random(labels.shape) < 0.1] = IGNORE_LABEL
+        predictions = rng.integers(0, C, labels.shape)
+        ours.update_state(labels, one_hot_logits(predictions, C))
+        theirs.update_state(labels, predictions)
+        all_labels.append(labels)
+        all_predictions.append(predictions)
+    _, (_, _, mean_iu, _, _) = reference(np.stack(all_labels), np.stack(all_predictions), C)
+    assert float(ours.result()) == pytest.approx(mean_iu, rel=1e-6)
+    # All classes present: Keras agrees (it also skips classes with an empty union, but counts
+    # in float32 and adds epsilon to the denominator, hence not bit-exact).
+    assert float(theirs.result()) == pytest.approx(mean_iu, rel=1e-5)
+    ours.reset_state()
+    assert int(np.sum(ours.confusion.numpy())) == 0
+
+
+def test_keras_metric_in_fit():
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(C, 1)])
+    model.compile(
+        "sgd",
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=IGNORE_LABEL),
+        metrics=[MeanIoU(C)],
+    )
+    rng = np.random.default_rng(2)
+    x = rng.random((4, 8, 8, 3)).astype(np.float32)
+    y = rng.integers(0, C, (4, 8, 8)).astype(np.uint8)
+    y[:, 0] = IGNORE_LABEL
+    history = model.fit(x, y, batch_size=2, epochs=1, verbose=0)
+    assert np.isfinite(history.history["mean_iou"][0])
+    evaluated = model.evaluate(x, y, batch_size=4, verbose=0, return_dict=True)["mean_iou"]
+    _, (_, _, mean_iu, _, _) = reference(y, np.argmax(model.predict(x, verbose=0), -1), C)
+    assert evaluated == pytest.approx(mean_iu, rel=1e-6)
+
+
+def test_counts_exact_past_int32():
+    """2**31 + a few pixels accumulated exactly (float32 counts would round at 2**24)."""
+    metric = MeanIoU(2)
+    labels = np.zeros((1, 4096, 4096), np.uint8)  # 2**24 pixels per update
+    logits = np.zeros((1, 4096, 4096, 2), np.float32)
+    block = confusion_counts(labels, logits, 2)
+    assert int(block[0, 0]) == 2**24
+    for _ in range(128 + 1):
+        metric.confusion.assign_add(block)
+    metric.update_state(np.zeros((1, 1, 3), np.uint8), np.zeros((1, 1, 3, 2), np.float32))
+    total = int(metric.confusion.numpy()[0, 0])
+    assert total == 129 * 2**24 + 3 > 2**31
+    assert scores(metric.confusion.numpy()).pixel_accuracy == 1.0
