@@ -1,0 +1,150 @@
+"""Memory-bounded evaluation at full resolution: one streaming confusion matrix, no predictions.
+
+Images are scored against their original label maps. Each forward pass reads at most
+``max_pixels`` input pixels: images of identical size are batched together (an FCN's logits at a
+pixel depend on pixels ~220 away, so padding images to a common canvas would change them; equal
+sizes keep batching exact), every other image runs alone, and an image larger than the budget
+runs in overlapping tiles (:mod:`fcn.tiling`). On the device, logits become an argmax and then
+int64 confusion counts; only the (C, C) matrix is kept. Peak memory is one chunk plus a small
+buffer of not yet batched uint8 images, whatever the number of images.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from fcn.classes import NUM_CLASSES, VOC_CLASSES
+from fcn.metrics import confusion_counts
+from fcn.results import EvaluationResult
+from fcn.tiling import DEFAULT_MARGIN, predict_tiled
+
+DEFAULT_MAX_PIXELS = 2_000_000
+"""Input pixels per forward pass (batch x H x W). The full FCN-8s needs about 0.5 KB of
+activations per pixel on CPU (see benchmarks/README.md); the 1.5 GB budget of one 4000x3000
+image is met at 500,000."""
+
+BUFFER_CHUNKS = 4
+"""Images waiting for a batch mate of the same size hold at most this many chunks of pixels."""
+
+
+def _pairs(data, split: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    if isinstance(data, (str, os.PathLike)):
+        from fcn.data import eval_dataset, voc_pairs
+
+        data = eval_dataset(voc_pairs(data, split))
+    if isinstance(data, tf.data.Dataset):
+        data = data.as_numpy_iterator()
+    for image, label in data:
+        yield np.asarray(image), np.asarray(label).reshape(np.shape(image)[:2])
+
+
+def _batches(
+    pairs: Iterable[tuple[np.ndarray, np.ndarray]], max_pixels: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Group pairs of equal size into batches of at most ``max_pixels`` pixels (or one image).
+
+    Yields (N, H, W, 3) images and (N, H, W) labels. Images wait for batch mates while the
+    waiting pixels stay under ``BUFFER_CHUNKS * max_pixels``; then the fullest size goes first.
+    """
+    waiting: dict[tuple[int, int], list] = {}
+
+    def flush(size):
+        group = waiting.pop(size)
+        return np.stack([i for i, _ in group]), np.stack([lab for _, lab in group])
+
+    def pixels(size):
+        return size[0] * size[1] * len(waiting[size])
+
+    for image, label in pairs:
+        size = image.shape[:2]
+        waiting.setdefault(size, []).append((image, label))
+        if pixels(size) + size[0] * size[1] > max_pixels:
+            yield flush(size)
+        while sum(pixels(s) for s in waiting) > BUFFER_CHUNKS * max_pixels:
+            yield flush(max(waiting, key=pixels))
+    while waiting:
+        yield flush(next(iter(waiting)))
+
+
+def evaluate(
+    model: keras.Model,
+    data: str | os.PathLike | tf.data.Dataset | Iterable[tuple[np.ndarray, np.ndarray]],
+    split: str = "val",
+    *,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    margin: int = DEFAULT_MARGIN,
+    class_names: tuple[str, ...] | None = None,
+) -> EvaluationResult:
+    """Score ``model`` on ``data`` at full resolution, as the reference FCN ``score.py`` does.
+
+    Args:
+        model: image (N, H, W, 3) RGB 0..255 -> logits (N, H, W, C), e.g. :func:`fcn.build_model`.
+        data: a VOC root (read lazily with ``fcn.data.voc_pairs(data, split)`` and
+            ``fcn.data.eval_dataset``), or an unbatched ``tf.data.Dataset`` or any iterable of
+            ``(image, label)`` pairs: image (H, W, 3) uint8, label (H, W) integer class
+            indices, 255 (or anything >= C) not scored. Sizes may differ from pair to pair.
+        split: VOC image set when ``data`` is a root (``"val"``, ``"train"``, ...).
+        max_pixels: most input pixels per forward pass (batch x H x W); bounds peak memory.
+            Larger images run in tiles of at most this size.
+        margin: context (pixels, multiple of 32) around each tile; see :mod:`fcn.tiling`.
+        class_names: C names for the report; default :data:`fcn.classes.VOC_CLASSES` when
+            C = 21, else ``class_0``, ``class_1``, ...
+
+    Returns:
+        An :class:`~fcn.results.EvaluationResult`: pixel accuracy, mean accuracy, mean IoU,
+        frequency-weighted IoU, per-class IoU, the int64 confusion matrix, images and pixels.
+    """
+    num_classes = model.output_shape[-1]
+    if class_names is None:
+        generic = tuple(f"class_{i}" for i in range(num_classes))
+        class_names = VOC_CLASSES if num_classes == NUM_CLASSES else generic
+    confusion = tf.Variable(tf.zeros((num_classes, num_classes), tf.int64), trainable=False)
+
+    @tf.function(reduce_retracing=True)
+    def update(images, labels):
+        confusion.assign_add(confusion_counts(labels, model(images, training=False), num_classes))
+
+    num_images = 0
+
+    def counted(pairs):
+        nonlocal num_images
+        for image, label in pairs:
+            num_images += 1
+            if image.shape[0] * image.shape[1] <= max_pixels:
+                yield image, label
+                continue
+            for (rows, cols), logits in predict_tiled(model, image, max_pixels, margin):
+                confusion.assign_add(confusion_counts(label[rows, cols], logits, num_classes))
+
+    for images, labels in _batches(counted(_pairs(data, split)), max_pixels):
+        update(images, labels)
+    return EvaluationResult(confusion.numpy(), tuple(class_names), num_images)
+
+
+class EvaluationCallback(keras.callbacks.Callback):
+    """Evaluate on a validation set every ``every`` epochs; write the scores into the logs.
+
+    Adds ``val_mean_iou``, ``val_pixel_accuracy``, ``val_mean_accuracy`` and ``val_fw_iou``
+    (fractions) to the epoch logs, so that a later callback, e.g.
+    ``ModelCheckpoint(monitor="val_mean_iou", mode="max")``, sees them: list this one first.
+    ``data`` must be re-iterable (a VOC root, a ``tf.data.Dataset``, a list). The last result is
+    kept in :attr:`result`.
+    """
+
+    def __init__(self, data, every: int = 1, split: str = "val", **evaluate_kwargs):
+        super().__init__()
+        self.data, self.every, self.split = data, every, split
+        self.evaluate_kwargs = evaluate_kwargs
+        self.result: EvaluationResult | None = None
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        if (epoch + 1) % self.every:
+            return
+        self.result = evaluate(self.model, self.data, self.split, **self.evaluate_kwargs)
+        if logs is not None:
+            logs.update({f"val_{k}": v for k, v in self.result.summary().items()})
