@@ -58,7 +58,7 @@ def vgg16_to_fcn_names() -> dict[str, str]:
 
 
 def _read_vgg16(path: str) -> tuple[keras.Model, bool]:
-    """Load a Keras VGG16 weights file (full or 'notop'); returns the model and whether it has fc."""
+    """Load a Keras VGG16 weights file (full or notop); return the model and whether it has fc."""
     errors = []
     for include_top in (True, False):
         vgg = keras.applications.VGG16(weights=None, include_top=include_top)

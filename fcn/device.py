@@ -1,0 +1,166 @@
+"""Devices and memory: GPU memory growth, the distribution strategy, batch-size probing, OOM.
+
+TensorFlow grabs (nearly) all of every GPU's memory the first time it touches it. ``import fcn``
+turns on memory growth first (:func:`enable_memory_growth`), so a process only holds what it uses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import warnings
+from dataclasses import dataclass
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+
+class OutOfMemoryError(RuntimeError):
+    """A training step did not fit in device memory; the message says what would."""
+
+
+def enable_memory_growth() -> None:
+    """Let every visible GPU allocate on demand instead of all at once (no-op without GPUs)."""
+    for gpu in tf.config.list_physical_devices("GPU"):
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:  # the GPU is already initialised: too late, say so
+            warnings.warn(
+                f"{gpu.name} was initialised before fcn was imported: memory growth is off. "
+                "Import fcn first or set TF_FORCE_GPU_ALLOW_GROWTH=true.",
+                stacklevel=2,
+            )
+
+
+def choose_strategy() -> tf.distribute.Strategy:
+    """The strategy for what is visible.
+
+    ``MultiWorkerMirroredStrategy`` when ``TF_CONFIG`` names several workers (each machine runs
+    the same command with its own ``task.index``), ``MirroredStrategy`` over all GPUs when there
+    are several, else the default single-device strategy.
+    """
+    cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+    if len(cluster.get("worker", [])) + len(cluster.get("chief", [])) > 1:
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if len(tf.config.list_logical_devices("GPU")) > 1:
+        return tf.distribute.MirroredStrategy()
+    return tf.distribute.get_strategy()
+
+
+def training_memory_estimate(model: keras.Model, crop_size: int, batch_size: int) -> int:
+    """Rough bytes of one training step: weights, gradients and momentum, plus every layer's
+    activation and its gradient for ``batch_size`` crops of ``crop_size`` pixels (4-byte floats)."""
+    probe = keras.Model(model.input, [layer.output for layer in model.layers[1:]])
+    specs = probe.compute_output_spec(keras.KerasTensor((1, crop_size, crop_size, 3)))
+    activations = sum(int(np.prod(spec.shape[1:])) for spec in specs)
+    return 4 * (3 * model.count_params() + 2 * batch_size * activations)
+
+
+def _peak_memory_bytes() -> int:
+    """Peak device memory: the first GPU's allocator peak, else this process's peak RSS."""
+    if tf.config.list_logical_devices("GPU"):
+        return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _available_host_memory() -> int:
+    with open("/proc/meminfo") as f:
+        fields = dict(line.split(":", 1) for line in f)
+    return int(fields["MemAvailable"].split()[0]) * 1024
+
+
+@dataclass(frozen=True)
+class BatchSizeReport:
+    """Outcome of :func:`find_batch_size`.
+
+    Attributes:
+        batch_size: the largest batch that fitted (0 if not even one crop did).
+        crop_size: crop side the probes used, pixels.
+        peak_bytes: measured peak memory per probed batch size that ran (bytes).
+        memory_limit: the limit the probes were held to (bytes; None: only real OOM errors).
+    """
+
+    batch_size: int
+    crop_size: int
+    peak_bytes: dict[int, int]
+    memory_limit: int | None
+
+
+def find_batch_size(
+    model: keras.Model,
+    crop_size: int = 320,
+    *,
+    max_batch: int = 64,
+    memory_limit: int | None = None,
+) -> BatchSizeReport:
+    """Find the largest training batch of ``crop_size`` crops that fits, by running real steps.
+
+    Each probe is a real step: forward, backward and an SGD-with-momentum update.
+
+    * On a GPU, batches 1, 2, 4, ... run until one fails, then the gap is bisected. A probe fails
+      on ``ResourceExhaustedError`` or when the allocator's peak exceeds ``memory_limit`` (default:
+      none, the device itself decides).
+    * On a CPU, where peak RSS only grows and a failure is the kernel's OOM killer, batches 1 and
+      2 run and the largest batch whose linearly extrapolated peak RSS stays under
+      ``memory_limit`` (default: 80% of the available RAM) is returned.
+
+    The model's weights are restored afterwards.
+    """
+    on_gpu = bool(tf.config.list_logical_devices("GPU"))
+    if memory_limit is None and not on_gpu:
+        memory_limit = int(0.8 * _available_host_memory())
+    num_classes = model.output_shape[-1]
+    saved = model.get_weights()
+    optimizer = keras.optimizers.SGD(1e-12, momentum=0.9)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    rng = np.random.default_rng(0)
+    peaks: dict[int, int] = {}
+
+    @tf.function(reduce_retracing=True)
+    def step(images, labels):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, model(images, training=True))
+        optimizer.apply(tape.gradient(loss, model.trainable_weights), model.trainable_weights)
+
+    def fits(batch: int) -> bool:
+        if on_gpu:
+            tf.config.experimental.reset_memory_stats("GPU:0")
+        images = rng.integers(0, 256, (batch, crop_size, crop_size, 3), dtype=np.uint8)
+        labels = rng.integers(0, num_classes, (batch, crop_size, crop_size), dtype=np.uint8)
+        try:
+            step(images, labels)
+        except tf.errors.ResourceExhaustedError:
+            return False
+        peaks[batch] = _peak_memory_bytes()
+        return memory_limit is None or peaks[batch] <= memory_limit
+
+    try:
+        if on_gpu:
+            good = _search(fits, max_batch)
+        elif not fits(1):
+            good = 0
+        else:
+            fits(2)
+            per_crop = max(peaks[2] - peaks[1], 1)
+            good = int(min(max_batch, 1 + (memory_limit - peaks[1]) // per_crop))
+    finally:
+        model.set_weights(saved)
+    return BatchSizeReport(good, crop_size, peaks, memory_limit)
+
+
+def _search(fits, max_batch: int) -> int:
+    """Largest b <= max_batch with fits(b), assuming fits is monotone: doubling, then bisection."""
+    good, bad, batch = 0, None, 1
+    while bad is None:
+        if not fits(batch):
+            bad = batch
+        elif batch == max_batch:
+            return batch
+        else:
+            good, batch = batch, min(2 * batch, max_batch)
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        good, bad = (middle, bad) if fits(middle) else (good, middle)
+    return good

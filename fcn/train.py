@@ -1,0 +1,237 @@
+"""``fcn.train``: one call from a VOC folder to a trained FCN, a run directory and its best model.
+
+The model file (:mod:`fcn.model`) stays small; everything about *how* to train lives here and in
+:mod:`fcn.recipes` (loss, optimiser, schedules), :mod:`fcn.checkpoint` (atomic, resumable run
+directory) and :mod:`fcn.device` (strategies, memory).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+
+from fcn.checkpoint import BEST_FILE, RunCheckpoint, read_state
+from fcn.classes import NUM_CLASSES
+from fcn.device import (
+    OutOfMemoryError,
+    choose_strategy,
+    find_batch_size,
+    training_memory_estimate,
+)
+from fcn.model import build_model
+from fcn.recipes import RECIPES, segmentation_loss
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns.
+
+    Attributes:
+        model: the trained model (the last good epoch's weights).
+        history: one dict of logs per completed epoch, earlier runs of a resumed run included.
+        best_checkpoint: ``run_dir/best.keras`` (best validation mean IoU), None without
+            validation.
+        run_dir: the run directory.
+        stopped_on_nan: training stopped because the loss became NaN or infinite.
+    """
+
+    model: keras.Model
+    history: list[dict]
+    best_checkpoint: Path | None
+    run_dir: Path
+    stopped_on_nan: bool = False
+
+
+def _files(voc_root, sbd_root, train_files, val_files):
+    """The default splits: VOC train / val, or train_aug / seg11valid with an SBD root."""
+    from fcn import data
+
+    if train_files is None:
+        if voc_root is None:
+            raise ValueError("train() needs a VOC root (voc_root) or train_files")
+        if sbd_root:
+            train_files = data.train_aug_pairs(voc_root, sbd_root)
+        else:
+            train_files = data.voc_pairs(voc_root, "train")
+        if val_files is None:
+            val_files = (
+                data.seg11valid_pairs(voc_root) if sbd_root else data.voc_pairs(voc_root, "val")
+            )
+    return train_files, val_files
+
+
+def _distributed_dataset(strategy, files, recipe, seed):
+    """Per-replica batches; each worker reads its own shard of the file list."""
+    from fcn import data
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        shard = files
+        if context.num_input_pipelines > 1:
+            shard = files.shard(context.num_input_pipelines, context.input_pipeline_id)
+        worker_seed = None if seed is None else seed + context.input_pipeline_id
+        if recipe.crop_size is None:  # the paper: one whole image per step
+            return data.eval_dataset(shard).shuffle(8, seed=worker_seed).batch(1).repeat()
+        return data.train_dataset(
+            shard,
+            crop_size=recipe.crop_size,
+            batch_size=context.get_per_replica_batch_size(recipe.batch_size),
+            seed=worker_seed,
+            scale_range=(0.5, 2.0) if recipe.augment else (1.0, 1.0),
+        ).repeat()
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def train(
+    voc_root: str | os.PathLike | None = None,
+    *,
+    sbd_root: str | os.PathLike | None = None,
+    train_files=None,
+    val_files=None,
+    run_dir: str | os.PathLike = "runs/fcn8s",
+    variant: str = "fcn8s",
+    weights: str | None = "imagenet",
+    width: float = 1.0,
+    num_classes: int = NUM_CLASSES,
+    recipe: str = "practical",
+    epochs: int = 50,
+    steps_per_epoch: int | None = None,
+    crop_size: int | None = None,
+    batch_size: int | None = None,
+    learning_rate: float | None = None,
+    accumulate: int = 1,
+    mixed_precision: str | None = None,
+    strategy: tf.distribute.Strategy | None = None,
+    resume: bool = False,
+    seed: int | None = 0,
+    val_every: int = 1,
+    val_max_pixels: int | None = None,
+    callbacks: list[keras.callbacks.Callback] | tuple = (),
+    verbose: int | str = "auto",
+) -> TrainResult:
+    """Train an FCN on Pascal VOC (or any image/label files) and keep the best model.
+
+    Defaults, with nothing but ``voc_root``: FCN-8s from VGG16 ImageNet weights; VOC 2012 train
+    for training and VOC 2012 val for validation (with ``sbd_root``: train_aug, 10,582 images, and
+    seg11valid, 736 images); the ``practical`` recipe (:data:`fcn.recipes.RECIPES`: 320x320
+    augmented crops, batch 8, SGD momentum 0.9, lr 1e-3 with a poly schedule, Caffe weight decay
+    5e-4); 50 epochs of ``len(train_files) // batch_size`` steps; full-resolution streaming
+    evaluation after every epoch; the best model by validation mean IoU in
+    ``run_dir/best.keras``.
+
+    Args:
+        voc_root: a ``VOCdevkit/VOC2012`` (or ``VOC2012``) folder.
+        sbd_root: an SBD ``benchmark_RELEASE`` folder: train on train_aug, validate on seg11valid.
+        train_files, val_files: :class:`fcn.data.SegmentationFiles` instead of VOC splits
+            (``val_files=()`` trains without validation).
+        run_dir: where checkpoints, ``state.json``, ``log.csv`` and TensorBoard logs go.
+        variant, weights, width, num_classes: passed to :func:`fcn.build_model`.
+        recipe: ``"practical"`` or ``"paper"`` (one whole image per step, momentum 0.99).
+        epochs: total epochs, counting those done before a resume.
+        steps_per_epoch: batches per epoch (default: one pass over the training files).
+        crop_size, batch_size, learning_rate: override the recipe; ``batch_size`` is global
+            (split across replicas) and counts crops per optimiser update before accumulation.
+        accumulate: average the gradients of this many batches per update (an effective batch
+            of ``accumulate x batch_size`` in the memory of one batch).
+        mixed_precision: ``"mixed_float16"`` or ``"mixed_bfloat16"``; logits stay float32.
+        strategy: a ``tf.distribute`` strategy; default :func:`fcn.device.choose_strategy`
+            (several GPUs: mirrored; ``TF_CONFIG``: multi-worker).
+        resume: continue ``run_dir`` from its last completed epoch, optimizer state and
+            learning-rate schedule position included.
+        seed: makes data order and augmentation reproducible (None: fresh randomness).
+        val_every: evaluate every this many epochs.
+        val_max_pixels: pixel budget per evaluation forward pass (see :func:`fcn.evaluate`).
+        callbacks: more Keras callbacks.
+        verbose: Keras progress bar setting.
+
+    Raises:
+        OutOfMemoryError: the first steps did not fit; the message gives the estimate and a
+            batch size that fits on this device.
+    """
+    from fcn import data
+    from fcn.evaluate import EvaluationCallback
+
+    settings = RECIPES[recipe]
+    overrides = {"crop_size": crop_size, "batch_size": batch_size, "learning_rate": learning_rate}
+    settings = dataclasses.replace(settings, **{k: v for k, v in overrides.items() if v})
+    train_files, val_files = _files(voc_root, sbd_root, train_files, val_files)
+    strategy = strategy or choose_strategy()
+    if settings.batch_size % strategy.num_replicas_in_sync:
+        raise ValueError(
+            f"batch_size {settings.batch_size} does not split over "
+            f"{strategy.num_replicas_in_sync} replicas"
+        )
+    steps = steps_per_epoch or max(1, len(train_files) // settings.batch_size)
+    run_dir = Path(run_dir)
+    is_chief = getattr(strategy.cluster_resolver, "task_id", 0) == 0
+    save_dir = run_dir if is_chief else run_dir / f".worker-{strategy.cluster_resolver.task_id}"
+    state = read_state(save_dir) if resume else None
+    if state is None and not resume and (save_dir / "state.json").exists():
+        raise FileExistsError(f"{save_dir} already holds a run: pass resume=True or a new run_dir")
+
+    previous_policy = keras.mixed_precision.global_policy()
+    if mixed_precision:
+        keras.mixed_precision.set_global_policy(mixed_precision)
+    try:
+        with strategy.scope():
+            if state and state["checkpoint"]:
+                model = keras.models.load_model(save_dir / state["checkpoint"])
+            else:
+                model = build_model(variant, num_classes, weights, width=width)
+                model.compile(
+                    optimizer=settings.optimizer(epochs * steps // accumulate, accumulate),
+                    loss=segmentation_loss(),
+                )
+    finally:
+        keras.mixed_precision.set_global_policy(previous_policy)
+
+    evaluation = []
+    if val_files:
+        budget = {"max_pixels": val_max_pixels} if val_max_pixels else {}
+        evaluation = [EvaluationCallback(data.eval_dataset(val_files), every=val_every, **budget)]
+    checkpoint = RunCheckpoint(save_dir)
+    all_callbacks = [
+        *evaluation,
+        checkpoint,
+        keras.callbacks.TerminateOnNaN(),
+        keras.callbacks.TensorBoard(str(save_dir / "tensorboard")),
+        *callbacks,
+    ]
+    initial_epoch = state["epoch"] if state else 0
+    if initial_epoch < epochs:
+        dataset = _distributed_dataset(strategy, train_files, settings, seed)
+        try:
+            model.fit(
+                dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps,
+                callbacks=all_callbacks, verbose=verbose,
+            )  # fmt: skip
+        except tf.errors.ResourceExhaustedError as err:
+            raise _out_of_memory(model, settings) from err
+    if checkpoint.stopped_on_nan and checkpoint.state["checkpoint"]:
+        model.load_weights(save_dir / checkpoint.state["checkpoint"])
+    best = save_dir / BEST_FILE
+    return TrainResult(
+        model=model,
+        history=checkpoint.state["history"],
+        best_checkpoint=best if best.exists() else None,
+        run_dir=save_dir,
+        stopped_on_nan=checkpoint.stopped_on_nan,
+    )
+
+
+def _out_of_memory(model: keras.Model, settings) -> OutOfMemoryError:
+    """Turn a raw ResourceExhaustedError into advice: the estimate and a batch that fits."""
+    crop = settings.crop_size or 500
+    estimate = training_memory_estimate(model, crop, settings.batch_size) / 2**30
+    fitting = find_batch_size(model, crop, max_batch=max(1, settings.batch_size - 1))
+    return OutOfMemoryError(
+        f"batch_size={settings.batch_size} at crop {crop}x{crop} does not fit in device memory "
+        f"(a step needs about {estimate:.1f} GiB). batch_size={fitting.batch_size} fits: use it, "
+        f"with accumulate={max(1, -(-settings.batch_size // max(fitting.batch_size, 1)))} to keep "
+        "the effective batch, or mixed_precision='mixed_float16'."
+    )
