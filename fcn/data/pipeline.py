@@ -67,7 +67,8 @@ def train_dataset(
         return (*augment(*pair, int(sample_seed)), True)
 
     pairs = _file_dataset(files).shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+    sample_seeds = None if seed is None else seed + 1  # a stream apart from the shuffle's
+    seeds = tf.data.Dataset.random(seed=sample_seeds, rerandomize_each_iteration=True)
     dataset = tf.data.Dataset.zip(pairs, seeds).map(
         lambda paths, sample_seed: _call(load, (*paths, sample_seed), shape),
         num_parallel_calls=parallel_calls or tf.data.AUTOTUNE,

@@ -66,11 +66,7 @@ def voc_pairs(
     """
     root_dir = voc_root(root)
     ids = voc_ids(root_dir, split) if isinstance(split, str) else list(split)
-    return SegmentationFiles.from_lists(
-        [root_dir / "JPEGImages" / f"{i}.jpg" for i in ids],
-        [root_dir / "SegmentationClass" / f"{i}.png" for i in ids],
-        on_error=on_error,
-    )
+    return _pairs(root_dir, ids, "JPEGImages/{}.jpg", "SegmentationClass/{}.png", on_error)
 
 
 def sbd_pairs(
@@ -85,11 +81,7 @@ def sbd_pairs(
     """
     root_dir = sbd_root(root)
     ids = sbd_ids(root_dir, split) if isinstance(split, str) else list(split)
-    return SegmentationFiles.from_lists(
-        [root_dir / "img" / f"{i}.jpg" for i in ids],
-        [root_dir / "cls" / f"{i}.mat" for i in ids],
-        on_error=on_error,
-    )
+    return _pairs(root_dir, ids, "img/{}.jpg", "cls/{}.mat", on_error)
 
 
 def exclude_ids(ids: Iterable[str], *excluded: Iterable[str]) -> list[str]:
@@ -118,6 +110,16 @@ def train_aug_pairs(
 def seg11valid_pairs(voc: str | os.PathLike, *, on_error: OnError = "raise") -> SegmentationFiles:
     """The 736 ``seg11valid`` pairs (:func:`seg11valid_ids`) read from a VOC 2012 folder."""
     return voc_pairs(voc, seg11valid_ids(), on_error=on_error)
+
+
+def _pairs(
+    root: Path, ids: list[str], image: str, label: str, on_error: OnError
+) -> SegmentationFiles:
+    """``root/image.format(id)`` with ``root/label.format(id)`` for each id."""
+    return SegmentationFiles.from_lists(
+        [root / image.format(i) for i in ids], [root / label.format(i) for i in ids],
+        on_error=on_error,
+    )  # fmt: skip
 
 
 def _find_root(given: Path, candidates: tuple[str, ...], marker: str) -> Path:
