@@ -104,6 +104,7 @@ def train(
     crop_size: int | None = None,
     batch_size: int | None = None,
     learning_rate: float | None = None,
+    augment: bool | None = None,
     accumulate: int = 1,
     mixed_precision: str | None = None,
     strategy: tf.distribute.Strategy | None = None,
@@ -134,7 +135,7 @@ def train(
         recipe: ``"practical"`` or ``"paper"`` (one whole image per step, momentum 0.99).
         epochs: total epochs, counting those done before a resume.
         steps_per_epoch: batches per epoch (default: one pass over the training files).
-        crop_size, batch_size, learning_rate: override the recipe; ``batch_size`` is global
+        crop_size, batch_size, learning_rate, augment: override the recipe; ``batch_size`` is global
             (split across replicas) and counts crops per optimiser update before accumulation.
         accumulate: average the gradients of this many batches per update (an effective batch
             of ``accumulate x batch_size`` in the memory of one batch).
@@ -157,8 +158,13 @@ def train(
     from fcn.evaluate import EvaluationCallback
 
     settings = RECIPES[recipe]
-    overrides = {"crop_size": crop_size, "batch_size": batch_size, "learning_rate": learning_rate}
-    settings = dataclasses.replace(settings, **{k: v for k, v in overrides.items() if v})
+    overrides = {
+        "crop_size": crop_size, "batch_size": batch_size, "learning_rate": learning_rate,
+        "augment": augment,
+    }  # fmt: skip
+    settings = dataclasses.replace(
+        settings, **{k: v for k, v in overrides.items() if v is not None}
+    )
     train_files, val_files = _files(voc_root, sbd_root, train_files, val_files)
     strategy = strategy or choose_strategy()
     if settings.batch_size % strategy.num_replicas_in_sync:
