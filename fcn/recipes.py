@@ -86,12 +86,14 @@ class Recipe:
     poly_power: float | None
     augment: bool
 
-    def optimizer(self, total_steps: int, accumulate: int = 1) -> CaffeSGD:
-        """The optimiser for a run of ``total_steps`` updates, averaging ``accumulate`` batches."""
+    def optimizer(self, total_batches: int, accumulate: int = 1) -> CaffeSGD:
+        """The optimiser for a run of ``total_batches`` batches, averaging ``accumulate`` batches
+        per update. (Keras evaluates a schedule at every batch, accumulated or not, so the poly
+        schedule spans batches, not updates.)"""
         lr = self.learning_rate
         if self.poly_power is not None:
             lr = keras.optimizers.schedules.PolynomialDecay(
-                lr, max(total_steps, 1), end_learning_rate=0.0, power=self.poly_power
+                lr, max(total_batches, 1), end_learning_rate=0.0, power=self.poly_power
             )
         return CaffeSGD(
             learning_rate=lr,

@@ -190,7 +190,7 @@ def train(
             else:
                 model = build_model(variant, num_classes, weights, width=width)
                 model.compile(
-                    optimizer=settings.optimizer(epochs * steps // accumulate, accumulate),
+                    optimizer=settings.optimizer(epochs * steps, accumulate),
                     loss=segmentation_loss(),
                 )
     finally:

@@ -1,0 +1,258 @@
+"""fcn.train: learning, both recipes, the run directory, resume after SIGKILL, NaN, OOM, strategies."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import write_shapes
+
+import fcn
+from fcn.checkpoint import read_state
+from fcn.device import _search
+from fcn.recipes import RECIPES, CaffeSGD, segmentation_loss
+
+SCRIPT = Path(__file__).with_name("train_script.py")
+TINY_RUN = dict(weights=None, width=1 / 16, num_classes=3, verbose=0)
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    return write_shapes(tmp_path_factory.mktemp("shapes"), 8, size=96)
+
+
+def test_width_reduced_fcn8s_overfits_to_mean_iou_above_09(shapes, tmp_path):
+    result = fcn.train(
+        train_files=shapes, val_files=shapes, run_dir=tmp_path, weights=None, width=1 / 8,
+        num_classes=3, epochs=6, steps_per_epoch=10, crop_size=96, batch_size=4,
+        learning_rate=0.01, augment=False, val_every=6, verbose=0,
+    )  # fmt: skip
+    assert len(result.history) == 6
+    assert result.history[-1]["val_mean_iou"] >= 0.9
+    assert result.best_checkpoint == tmp_path / "best.keras"
+    best = keras.models.load_model(result.best_checkpoint)
+    assert fcn.evaluate(best, fcn.data.eval_dataset(shapes)).mean_iou >= 0.9
+
+
+@pytest.mark.parametrize("recipe", ["practical", "paper"])
+def test_both_recipes_reduce_the_loss(shapes, tmp_path, recipe):
+    """Each recipe as it is (crops + poly, or whole images + momentum 0.99), with a learning rate
+    for a from-scratch model instead of the VGG16-initialised one of the recipe."""
+    result = fcn.train(
+        train_files=shapes, val_files=(), run_dir=tmp_path, recipe=recipe, epochs=4,
+        steps_per_epoch=8, learning_rate={"practical": 1e-2, "paper": 1e-3}[recipe],
+        weights=None, width=1 / 8, num_classes=3, verbose=0,
+    )  # fmt: skip
+    losses = [row["loss"] for row in result.history]
+    assert losses[-1] < 0.9 * losses[0], losses
+    optimizer = result.model.optimizer
+    assert isinstance(optimizer, CaffeSGD)
+    assert optimizer.momentum == {"practical": 0.9, "paper": 0.99}[recipe]
+
+
+def test_full_size_fcn8s_takes_real_training_steps(shapes, tmp_path):
+    keras.utils.set_random_seed(0)
+    result = fcn.train(
+        train_files=shapes, val_files=(), run_dir=tmp_path, weights=None, num_classes=3,
+        epochs=1, steps_per_epoch=2, crop_size=48, batch_size=1, verbose=0,
+    )  # fmt: skip
+    assert result.model.count_params() > 134_000_000
+    assert np.isfinite(result.history[0]["loss"])
+    assert result.model.get_layer("score_fr").get_weights()[0].any()  # moved off its zero init
+    assert result.model.optimizer.iterations.numpy() == 2
+
+
+def test_caffe_sgd_doubles_bias_rate_and_decays_kernels_only():
+    kernel = keras.Variable(np.full((2, 2), 2.0, np.float32))
+    bias = keras.Variable(np.full((2,), 2.0, np.float32))
+    optimizer = CaffeSGD(learning_rate=0.1, momentum=0.0, caffe_weight_decay=0.5)
+    optimizer.apply([tf.ones((2, 2)), tf.ones((2,))], [kernel, bias])
+    np.testing.assert_allclose(kernel.numpy(), 2.0 - 0.1 * (1.0 + 0.5 * 2.0))
+    np.testing.assert_allclose(bias.numpy(), 2.0 - 2 * 0.1 * 1.0)
+
+
+def test_loss_ignores_void_and_averages_over_labelled_pixels():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2, 5, 6, 4)).astype(np.float32)
+    labels = rng.integers(0, 4, (2, 5, 6)).astype(np.uint8)
+    labels[0, :2] = 255
+    log_softmax = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    valid = labels != 255
+    picked = np.take_along_axis(log_softmax, np.where(valid, labels, 0)[..., None], -1)[..., 0]
+    expected = -picked[valid].mean()
+    np.testing.assert_allclose(float(segmentation_loss()(labels, logits)), expected, rtol=1e-5)
+
+
+def test_gradient_accumulation_equals_the_larger_batch():
+    """Two accumulated batches of 2 make the same update as one batch of 4 (fixed learning rate:
+    Keras evaluates a schedule per batch; no dropout: its masks differ between the batchings)."""
+    recipe = dataclasses.replace(RECIPES["paper"], learning_rate=0.01)
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (4, 64, 64, 3)).astype(np.uint8)
+    labels = rng.integers(0, 3, (4, 64, 64)).astype(np.uint8)
+
+    def train_once(batch_size, accumulate):
+        keras.utils.set_random_seed(0)
+        model = fcn.build_model("fcn8s", 3, None, width=1 / 16, dropout=0.0)
+        optimizer = recipe.optimizer(total_batches=4 // batch_size, accumulate=accumulate)
+        model.compile(optimizer=optimizer, loss=segmentation_loss())
+        model.fit(images, labels, batch_size=batch_size, shuffle=False, verbose=0)
+        assert model.optimizer.iterations.numpy() == 1
+        return model.get_weights()
+
+    big, accumulated = train_once(4, 1), train_once(2, 2)
+    moved = 0
+    initial = fcn.build_model("fcn8s", 3, None, width=1 / 16).get_weights()
+    for a, b, init in zip(big, accumulated, initial):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6 * np.abs(a - init).max())
+        moved += int(not np.array_equal(a, init))
+    assert moved >= 6  # the score layers and biases really moved
+
+
+def test_run_directory_is_consistent_and_refuses_to_overwrite(shapes, tmp_path):
+    fcn.train(
+        train_files=shapes, val_files=shapes, run_dir=tmp_path,
+        epochs=2, steps_per_epoch=2, crop_size=64, batch_size=2, val_every=1, **TINY_RUN,
+    )  # fmt: skip
+    state = read_state(tmp_path)
+    assert state["epoch"] == 2 and state["checkpoint"] == "epoch-0002.keras"
+    assert sorted(p.name for p in tmp_path.glob("*.keras")) == ["best.keras", "epoch-0002.keras"]
+    assert (tmp_path / "log.csv").read_text().count("\n") == 3
+    assert any((tmp_path / "tensorboard").rglob("events.out.tfevents.*"))
+    assert not list(tmp_path.glob(".*tmp*"))
+    with pytest.raises(FileExistsError, match="resume=True"):
+        fcn.train(train_files=shapes, val_files=(), run_dir=tmp_path, epochs=1, **TINY_RUN)
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(shapes, tmp_path):
+    class Poison(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 1:
+                kernel = self.model.get_layer("conv1_1").kernel
+                kernel.assign(tf.fill(kernel.shape, float("nan")))
+
+    result = fcn.train(
+        train_files=shapes, val_files=(), run_dir=tmp_path, epochs=4, steps_per_epoch=2,
+        crop_size=64, batch_size=2, callbacks=[Poison()], **TINY_RUN,
+    )  # fmt: skip
+    assert result.stopped_on_nan
+    assert [row["epoch"] for row in result.history] == [0]
+    good = keras.models.load_model(tmp_path / "epoch-0001.keras")
+    for a, b in zip(good.get_weights(), result.model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert np.isfinite(result.model.get_layer("conv1_1").kernel.numpy()).all()
+
+
+def test_out_of_memory_is_reraised_with_a_batch_that_fits(shapes, tmp_path):
+    class Exhaust(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
+
+    with pytest.raises(fcn.OutOfMemoryError) as info:
+        fcn.train(
+            train_files=shapes, val_files=(), run_dir=tmp_path, epochs=1, crop_size=64,
+            batch_size=4, callbacks=[Exhaust()], **TINY_RUN,
+        )  # fmt: skip
+    message = str(info.value)
+    assert "batch_size=4 at crop 64x64 does not fit" in message
+    assert "GiB" in message and "accumulate=" in message
+    assert isinstance(info.value.__cause__, tf.errors.ResourceExhaustedError)
+
+
+@pytest.mark.parametrize("limit", range(0, 70, 7))
+def test_batch_search_finds_the_largest_fitting_batch(limit):
+    tried = []
+
+    def fits(batch):
+        tried.append(batch)
+        return batch <= limit
+
+    assert _search(fits, 64) == min(limit, 64)
+    assert len(tried) <= 14  # doubling then bisection, not a linear scan
+
+
+def test_find_batch_size_on_cpu_measures_and_extrapolates(tmp_path):
+    code = (
+        "import json, fcn; m = fcn.build_model('fcn8s', weights=None, width=1/4);"
+        "r = fcn.find_batch_size(m, 96, max_batch=64);"
+        "low = fcn.find_batch_size(m, 96, memory_limit=1);"
+        "print(json.dumps([r.batch_size, r.peak_bytes, r.memory_limit, low.batch_size]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    batch, peaks, limit, low = json.loads(out.stdout.strip().splitlines()[-1])
+    assert set(peaks) == {"1", "2"} and peaks["2"] >= peaks["1"] > 0
+    assert 1 <= batch <= 64 and limit > peaks["2"]
+    assert low == 0  # nothing fits under one byte
+
+
+def _run(args, **kwargs):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **kwargs.pop("env", {})}
+    return subprocess.Popen(
+        [sys.executable, str(SCRIPT), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env, **kwargs,
+    )  # fmt: skip
+
+
+def _last_json(process, timeout=300):
+    out, err = process.communicate(timeout=timeout)
+    assert process.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_resume_after_sigkill_loses_no_epoch(tmp_path):
+    run_dir = tmp_path / "run"
+    process = _run([str(run_dir), "resume-slow"])
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        state = read_state(run_dir) if (run_dir / "state.json").exists() else None
+        if state and state["epoch"] >= 2:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    killed_at = read_state(run_dir)["epoch"]
+    assert 2 <= killed_at < 4, "the run must be killed mid-way for this test to mean anything"
+    result = _last_json(_run([str(run_dir), "resume"]))
+    assert result["epochs"] == [0, 1, 2, 3]
+    assert result["iterations"] == 4 * 4  # optimizer state and schedule position carried over
+    assert (run_dir / "log.csv").read_text().count("\n") == 5
+    assert sorted(p.name for p in run_dir.glob("epoch-*.keras")) == ["epoch-0004.keras"]
+
+
+def test_two_logical_cpus_give_the_loss_of_one_device(tmp_path):
+    losses = _last_json(_run([str(tmp_path / "run"), "mirrored"]))
+    assert losses["one_replicas"] == 1 and losses["two_replicas"] == 2
+    # Equal up to dropout: each replica draws its own masks, so later steps differ slightly.
+    np.testing.assert_allclose(losses["two"][0], losses["one"][0], rtol=1e-5)
+    np.testing.assert_allclose(losses["two"], losses["one"], rtol=2e-3)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_workers_on_localhost_complete(tmp_path):
+    workers = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
+    processes = []
+    for index in range(2):
+        config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = {"TF_CONFIG": json.dumps(config)}
+        processes.append(_run([str(tmp_path / "run"), "worker"], env=env))
+    results = [_last_json(p, timeout=400) for p in processes]
+    assert all(r["epochs"] == [0] for r in results)
+    assert results[0]["dir"] == str(tmp_path / "run")
+    assert results[1]["dir"] == str(tmp_path / "run" / ".worker-1")
+    assert read_state(tmp_path / "run")["epoch"] == 1

@@ -1,0 +1,63 @@
+"""Training runs that tests start in their own process (SIGKILL, logical devices, workers).
+
+    python tests/train_script.py RUN_DIR {resume-slow,resume,mirrored,worker} [extra]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import tensorflow as tf
+
+MODE = sys.argv[2]
+if MODE == "mirrored":  # two logical CPUs, before TensorFlow initialises its devices
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+import keras  # noqa: E402
+from conftest import write_shapes  # noqa: E402
+
+import fcn  # noqa: E402
+
+run_dir = Path(sys.argv[1])
+files = write_shapes(run_dir.parent / "shapes", 8, size=64)
+common = dict(
+    train_files=files, val_files=(), weights=None, width=1 / 16, num_classes=3, crop_size=64,
+    augment=False, verbose=0,
+)  # fmt: skip
+
+
+class Slow(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        time.sleep(0.3)
+
+
+if MODE.startswith("resume"):
+    result = fcn.train(
+        **common, run_dir=run_dir, epochs=4, steps_per_epoch=4, batch_size=2,
+        resume=MODE == "resume", callbacks=[Slow()] if MODE == "resume-slow" else [],
+    )  # fmt: skip
+    print(json.dumps({
+        "epochs": [row["epoch"] for row in result.history],
+        "iterations": int(result.model.optimizer.iterations.numpy()),
+    }))  # fmt: skip
+elif MODE == "mirrored":
+    losses = {}
+    for name, strategy in [
+        ("one", tf.distribute.OneDeviceStrategy("/cpu:0")),
+        ("two", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])),
+    ]:
+        keras.utils.set_random_seed(0)
+        result = fcn.train(
+            **common, run_dir=run_dir / name, epochs=2, steps_per_epoch=2, batch_size=4,
+            strategy=strategy,
+        )  # fmt: skip
+        losses[name] = [row["loss"] for row in result.history]
+        losses[name + "_replicas"] = strategy.num_replicas_in_sync
+    print(json.dumps(losses))
+elif MODE == "worker":
+    result = fcn.train(**common, run_dir=run_dir, epochs=1, steps_per_epoch=2, batch_size=4)
+    print(json.dumps({"epochs": [row["epoch"] for row in result.history], "dir": str(result.run_dir)}))
