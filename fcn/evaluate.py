@@ -130,7 +130,8 @@ class EvaluationCallback(keras.callbacks.Callback):
     (fractions) to the epoch logs, so that a later callback, e.g.
     ``ModelCheckpoint(monitor="val_mean_iou", mode="max")``, sees them: list this one first.
     ``data`` must be re-iterable (a VOC root, a ``tf.data.Dataset``, a list). The last result is
-    kept in :attr:`result`.
+    kept in :attr:`result`. With ``every > 1`` the other epochs have no ``val_*`` scores, and
+    ``ModelCheckpoint(save_best_only=True)`` skips them with a warning.
     """
 
     def __init__(self, data, every: int = 1, split: str = "val", **evaluate_kwargs):

@@ -113,3 +113,18 @@ def test_counts_exact_past_int32():
     total = int(metric.confusion.numpy()[0, 0])
     assert total == 129 * 2**24 + 3 > 2**31
     assert scores(metric.confusion.numpy()).pixel_accuracy == 1.0
+
+
+def test_keras_meaniou_also_skips_absent_classes():
+    """Keras 3.15 leaves a class with neither labels nor predictions out of the mean, as
+    score.py's nanmean does; a class predicted but never labelled counts as 0 in both."""
+    labels = np.array([[0, 0, 1, 1, IGNORE_LABEL]], np.uint8)
+    predictions = np.array([[0, 2, 1, 1, 3]])  # class 4 absent, class 2 predicted only
+    _, (_, _, mean_iu, _, iu) = reference(labels, predictions, C)
+    assert np.isnan(iu[4]) and iu[2] == 0
+    theirs = keras.metrics.MeanIoU(C, ignore_class=IGNORE_LABEL, sparse_y_pred=True)
+    theirs.update_state(labels, predictions)
+    ours = MeanIoU(C)
+    ours.update_state(labels, one_hot_logits(predictions, C))
+    assert float(ours.result()) == pytest.approx(mean_iu, rel=1e-6)
+    assert float(theirs.result()) == pytest.approx(mean_iu, rel=1e-5)
