@@ -44,7 +44,9 @@ def measure(size: int, batch: int, repeats: int) -> dict:
     import fcn
 
     model = fcn.build_model("fcn8s", weights=None)
-    images = tf.constant(np.random.default_rng(0).integers(0, 256, (batch, size, size, 3)), tf.uint8)
+    images = tf.constant(
+        np.random.default_rng(0).integers(0, 256, (batch, size, size, 3)), tf.uint8
+    )
     labels = tf.constant(np.random.default_rng(1).integers(0, 21, (batch, size, size)), tf.int32)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
@@ -92,7 +94,9 @@ def measure(size: int, batch: int, repeats: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--one", nargs=2, type=int, metavar=("SIZE", "BATCH"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--one", nargs=2, type=int, metavar=("SIZE", "BATCH"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.one:
         print(json.dumps(measure(*args.one, args.repeats)))
@@ -100,10 +104,9 @@ def main() -> None:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     rows = []
     for size, batch in CONFIGS:
-        out = subprocess.run(
-            [sys.executable, __file__, "--one", str(size), str(batch), "--repeats", str(args.repeats)],
-            env=env, capture_output=True, text=True, check=True,
-        )  # fmt: skip
+        command = [sys.executable, __file__, "--one", str(size), str(batch)]
+        command += ["--repeats", str(args.repeats)]
+        out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), flush=True)
 

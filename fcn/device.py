@@ -35,15 +35,21 @@ def enable_memory_growth() -> None:
 
 
 def choose_strategy() -> tf.distribute.Strategy:
-    """The strategy for what is visible.
+    """The strategy for what is visible: ``MirroredStrategy`` over all GPUs when there are
+    several, else the default single-device strategy.
 
-    ``MultiWorkerMirroredStrategy`` when ``TF_CONFIG`` names several workers (each machine runs
-    the same command with its own ``task.index``), ``MirroredStrategy`` over all GPUs when there
-    are several, else the default single-device strategy.
+    A ``TF_CONFIG`` naming several workers raises NotImplementedError: Keras 3 ``model.fit``
+    fails under ``MultiWorkerMirroredStrategy`` (keras-team/keras#20585; checked with Keras 3.15,
+    where both the first-batch build and the per-step log reduction break). The input pipeline
+    is already sharded per worker (:func:`fcn.train.input_fn`) for when that is fixed.
     """
     cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
     if len(cluster.get("worker", [])) + len(cluster.get("chief", [])) > 1:
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        raise NotImplementedError(
+            "multi-worker training (TF_CONFIG with several workers) is not available: Keras 3 "
+            "model.fit fails under MultiWorkerMirroredStrategy (keras-team/keras#20585, open "
+            f"for Keras {keras.__version__}). Train on one machine: all its GPUs are used."
+        )
     if len(tf.config.list_logical_devices("GPU")) > 1:
         return tf.distribute.MirroredStrategy()
     return tf.distribute.get_strategy()

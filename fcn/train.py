@@ -65,8 +65,9 @@ def _files(voc_root, sbd_root, train_files, val_files):
     return train_files, val_files
 
 
-def _distributed_dataset(strategy, files, recipe, seed):
-    """Per-replica batches; each worker reads its own shard of the file list."""
+def input_fn(files, recipe, seed):
+    """The ``tf.distribute`` input function: per-replica batches from this input pipeline's
+    shard of the file list (every ``num_input_pipelines``-th file)."""
     from fcn import data
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -84,7 +85,7 @@ def _distributed_dataset(strategy, files, recipe, seed):
             scale_range=(0.5, 2.0) if recipe.augment else (1.0, 1.0),
         ).repeat()
 
-    return strategy.distribute_datasets_from_function(dataset_fn)
+    return dataset_fn
 
 
 def train(
@@ -141,7 +142,8 @@ def train(
             of ``accumulate x batch_size`` in the memory of one batch).
         mixed_precision: ``"mixed_float16"`` or ``"mixed_bfloat16"``; logits stay float32.
         strategy: a ``tf.distribute`` strategy; default :func:`fcn.device.choose_strategy`
-            (several GPUs: mirrored; ``TF_CONFIG``: multi-worker).
+            (several GPUs: mirrored). Multi-worker (``TF_CONFIG``) raises NotImplementedError
+            until keras-team/keras#20585 is fixed.
         resume: continue ``run_dir`` from its last completed epoch, optimizer state and
             learning-rate schedule position included.
         seed: makes data order and augmentation reproducible (None: fresh randomness).
@@ -210,7 +212,7 @@ def train(
     ]
     initial_epoch = state["epoch"] if state else 0
     if initial_epoch < epochs:
-        dataset = _distributed_dataset(strategy, train_files, settings, seed)
+        dataset = strategy.distribute_datasets_from_function(input_fn(train_files, settings, seed))
         try:
             model.fit(
                 dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps,

@@ -83,7 +83,9 @@ def test_bilinear_filter_matches_the_reference_formula(size):
         ]
     )
     np.testing.assert_allclose(bilinear_filter(size), expected)
-    np.testing.assert_allclose(bilinear_filter(3), [[0.25, 0.5, 0.25], [0.5, 1, 0.5], [0.25, 0.5, 0.25]])
+    np.testing.assert_allclose(
+        bilinear_filter(3), [[0.25, 0.5, 0.25], [0.5, 1, 0.5], [0.25, 0.5, 0.25]]
+    )
 
 
 def test_upsampling_is_diagonal_bilinear_and_frozen_unless_asked():
@@ -100,7 +102,9 @@ def test_upsampling_is_diagonal_bilinear_and_frozen_unless_asked():
         assert layer.bias is None
         assert layer.kernel.path not in trainable
     learnable = build_model("fcn8s", weights=None, width=TINY, learnable_upsampling=True)
-    assert learnable.get_layer("upscore8").kernel.path in {w.path for w in learnable.trainable_weights}
+    assert learnable.get_layer("upscore8").kernel.path in {
+        w.path for w in learnable.trainable_weights
+    }
 
 
 def test_new_score_layers_start_at_zero():

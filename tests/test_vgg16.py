@@ -71,7 +71,8 @@ def test_notop_file_loads_convs_and_warns(vgg16, tmp_path):
     with pytest.warns(UserWarning, match="fc6 and fc7 keep a fresh random initialisation"):
         model = build_model("fcn32s", weights=str(path))
     np.testing.assert_array_equal(
-        model.get_layer("conv4_2").get_weights()[0], vgg16.get_layer("block4_conv2").get_weights()[0]
+        model.get_layer("conv4_2").get_weights()[0],
+        vgg16.get_layer("block4_conv2").get_weights()[0],
     )
 
 

@@ -1,6 +1,6 @@
-"""Training runs that tests start in their own process (SIGKILL, logical devices, workers).
+"""Training runs that tests start in their own process (SIGKILL, logical devices).
 
-    python tests/train_script.py RUN_DIR {resume-slow,resume,mirrored,worker} [extra]
+    python tests/train_script.py RUN_DIR {resume-slow,resume,mirrored} [extra]
 """
 
 from __future__ import annotations
@@ -58,6 +58,3 @@ elif MODE == "mirrored":
         losses[name] = [row["loss"] for row in result.history]
         losses[name + "_replicas"] = strategy.num_replicas_in_sync
     print(json.dumps(losses))
-elif MODE == "worker":
-    result = fcn.train(**common, run_dir=run_dir, epochs=1, steps_per_epoch=2, batch_size=4)
-    print(json.dumps({"epochs": [row["epoch"] for row in result.history], "dir": str(result.run_dir)}))
