@@ -176,11 +176,9 @@ def train(
         )
     steps = steps_per_epoch or max(1, len(train_files) // settings.batch_size)
     run_dir = Path(run_dir)
-    is_chief = getattr(strategy.cluster_resolver, "task_id", 0) == 0
-    save_dir = run_dir if is_chief else run_dir / f".worker-{strategy.cluster_resolver.task_id}"
-    state = read_state(save_dir) if resume else None
-    if state is None and not resume and (save_dir / "state.json").exists():
-        raise FileExistsError(f"{save_dir} already holds a run: pass resume=True or a new run_dir")
+    state = read_state(run_dir) if resume else None
+    if state is None and not resume and (run_dir / "state.json").exists():
+        raise FileExistsError(f"{run_dir} already holds a run: pass resume=True or a new run_dir")
 
     previous_policy = keras.mixed_precision.global_policy()
     if mixed_precision:
@@ -188,7 +186,7 @@ def train(
     try:
         with strategy.scope():
             if state and state["checkpoint"]:
-                model = keras.models.load_model(save_dir / state["checkpoint"])
+                model = keras.models.load_model(run_dir / state["checkpoint"])
             else:
                 model = build_model(variant, num_classes, weights, width=width)
                 model.compile(
@@ -202,12 +200,12 @@ def train(
     if val_files:
         budget = {"max_pixels": val_max_pixels} if val_max_pixels else {}
         evaluation = [EvaluationCallback(data.eval_dataset(val_files), every=val_every, **budget)]
-    checkpoint = RunCheckpoint(save_dir)
+    checkpoint = RunCheckpoint(run_dir)
     all_callbacks = [
         *evaluation,
         checkpoint,
         keras.callbacks.TerminateOnNaN(),
-        keras.callbacks.TensorBoard(str(save_dir / "tensorboard")),
+        keras.callbacks.TensorBoard(str(run_dir / "tensorboard")),
         *callbacks,
     ]
     initial_epoch = state["epoch"] if state else 0
@@ -221,13 +219,13 @@ def train(
         except tf.errors.ResourceExhaustedError as err:
             raise _out_of_memory(model, settings) from err
     if checkpoint.stopped_on_nan and checkpoint.state["checkpoint"]:
-        model.load_weights(save_dir / checkpoint.state["checkpoint"])
-    best = save_dir / BEST_FILE
+        model.load_weights(run_dir / checkpoint.state["checkpoint"])
+    best = run_dir / BEST_FILE
     return TrainResult(
         model=model,
         history=checkpoint.state["history"],
         best_checkpoint=best if best.exists() else None,
-        run_dir=save_dir,
+        run_dir=run_dir,
         stopped_on_nan=checkpoint.stopped_on_nan,
     )
 
