@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import scipy.io
 from PIL import Image
 
 from fcn.classes import voc_palette
-from fcn.data import DataError, read_image, read_label, read_pair
+from fcn.data import SAMPLE_DIR, DataError, read_image, read_label, read_pair
 
-VOC = Path(__file__).parent / "data" / "voc_sample" / "VOCdevkit" / "VOC2012"
+VOC = SAMPLE_DIR / "VOCdevkit" / "VOC2012"
 JPEG = VOC / "JPEGImages" / "2007_000033.jpg"
 PNG = VOC / "SegmentationClass" / "2007_000033.png"
 

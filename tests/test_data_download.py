@@ -7,15 +7,22 @@ import io
 import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 import scipy.io
 from PIL import Image
 
-from fcn.data import Archive, DataError, download_sbd, download_voc, sbd_pairs, voc_pairs
+from fcn.data import (
+    SAMPLE_DIR,
+    Archive,
+    DataError,
+    download_sbd,
+    download_voc,
+    sbd_pairs,
+    voc_pairs,
+)
 
-SAMPLE = Path(__file__).parent / "data" / "voc_sample"
+SAMPLE = SAMPLE_DIR  # the real VOC sample shipped with the package
 
 
 class Server:

@@ -10,6 +10,7 @@ import scipy.io
 from PIL import Image
 
 from fcn.data import (
+    SAMPLE_DIR,
     DataError,
     SegmentationFiles,
     SkipLog,
@@ -22,7 +23,7 @@ from fcn.data import (
     voc_pairs,
 )
 
-SAMPLE = Path(__file__).parent / "data" / "voc_sample"
+SAMPLE = SAMPLE_DIR  # the real VOC sample shipped with the package
 
 
 def write_voc(root: Path, splits: dict[str, list[str]]) -> Path:

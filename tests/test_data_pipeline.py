@@ -12,6 +12,7 @@ from PIL import Image
 
 from fcn.classes import IGNORE_LABEL
 from fcn.data import (
+    SAMPLE_DIR,
     Augmenter,
     SegmentationFiles,
     SkipLog,
@@ -22,7 +23,7 @@ from fcn.data import (
 )
 from fcn.preprocessing import MEAN_RGB
 
-SAMPLE = Path(__file__).parent / "data" / "voc_sample"
+SAMPLE = SAMPLE_DIR  # the real VOC sample shipped with the package
 H, W, BLOCK = 300, 400, 25
 
 

@@ -1,7 +1,6 @@
 """Streaming evaluation: equal to the reference on whole images, unchanged by chunking."""
 
 import json
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -10,9 +9,10 @@ import tensorflow as tf
 from test_metrics import reference
 
 from fcn.classes import IGNORE_LABEL, NUM_CLASSES, VOC_CLASSES
+from fcn.data import SAMPLE_DIR
 from fcn.evaluate import EvaluationCallback, _batches, evaluate
 
-SAMPLE = Path(__file__).parent / "data" / "voc_sample"
+SAMPLE = SAMPLE_DIR  # the real VOC sample shipped with the package
 SIZES = [(40, 56), (40, 56), (33, 47), (40, 56), (64, 32), (33, 47), (40, 56), (48, 640)]
 """Repeated sizes batch together; 48x640 is tiled when max_pixels < 30,720."""
 

@@ -12,6 +12,7 @@ from fcn.data.download import SBD, VOC2012, Archive, download_archive, download_
 from fcn.data.errors import DataError, OnError, SkipLog
 from fcn.data.files import SegmentationFiles
 from fcn.data.pipeline import eval_dataset, train_dataset
+from fcn.data.sample import SAMPLE_DIR, sample_voc_root
 from fcn.data.voc import (
     exclude_ids,
     sbd_ids,
@@ -24,6 +25,8 @@ from fcn.data.voc import (
 )
 
 __all__ = [
+    "SAMPLE_DIR",
+    "sample_voc_root",
     "SBD",
     "VOC2012",
     "Archive",
