@@ -1,0 +1,125 @@
+"""fcn.predict: every input type, original resolution, EXIF, tiling, model lookup, streaming."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import fcn
+from fcn.predict import DEFAULT_MODEL_FILE, read_rgb
+
+RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(scope="module")
+def model_file(tiny_fcn8s, tmp_path_factory):
+    path = tmp_path_factory.mktemp("weights") / DEFAULT_MODEL_FILE
+    tiny_fcn8s.save(path)
+    return path
+
+
+def test_every_input_type_keeps_its_exact_size(tiny_fcn8s, tmp_path):
+    array = RNG.integers(0, 256, (37, 53, 3)).astype(np.uint8)
+    Image.fromarray(array).save(tmp_path / "a.png")
+    Image.fromarray(array).save(tmp_path / "a.jpg")
+    inputs = {
+        "array": array,
+        "png path": tmp_path / "a.png",
+        "jpeg path (str)": str(tmp_path / "a.jpg"),
+        "PIL": Image.fromarray(array),
+        "grayscale array": array[..., 0],
+        "RGBA PIL": Image.fromarray(np.dstack([array, np.full((37, 53), 255, np.uint8)])),
+        "palette PIL": Image.fromarray(array).convert("P"),
+        "CMYK PIL": Image.fromarray(array).convert("CMYK"),
+    }
+    reference = fcn.predict(array, tiny_fcn8s)
+    for name, image in inputs.items():
+        labels = fcn.predict(image, tiny_fcn8s)
+        assert labels.shape == (37, 53) and labels.dtype == np.uint8, name
+    np.testing.assert_array_equal(fcn.predict(inputs["png path"], tiny_fcn8s), reference)
+    np.testing.assert_array_equal(fcn.predict(inputs["RGBA PIL"], tiny_fcn8s), reference)
+    many = fcn.predict([array, array[:20, :31]], tiny_fcn8s)
+    assert [m.shape for m in many] == [(37, 53), (20, 31)]
+    assert len(np.unique(reference)) > 1  # a real prediction, not a constant map
+
+
+def test_read_rgb_converts_modes_and_rejects_bad_arrays(tmp_path):
+    gray = RNG.integers(0, 256, (5, 7)).astype(np.uint8)
+    np.testing.assert_array_equal(read_rgb(gray), np.dstack([gray] * 3))
+    np.testing.assert_array_equal(read_rgb(Image.fromarray(gray)), np.dstack([gray] * 3))
+    assert read_rgb(np.zeros((4, 4, 3), np.float32) + 12.0).dtype == np.uint8
+    with pytest.raises(ValueError, match=r"\(H, W\), \(H, W, 3\) or \(H, W, 4\)"):
+        read_rgb(np.zeros((4, 4, 2), np.uint8))
+    with pytest.raises(ValueError, match="0..255"):
+        read_rgb(np.full((4, 4, 3), 300.0))
+    (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
+    with pytest.raises(ValueError, match="broken.jpg: not a readable image"):
+        read_rgb(tmp_path / "broken.jpg")
+
+
+def test_exif_orientation_is_honoured(tiny_fcn8s, tmp_path):
+    array = RNG.integers(0, 256, (30, 50, 3)).astype(np.uint8)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored landscape, shown rotated 90 degrees clockwise
+    Image.fromarray(array).save(tmp_path / "rotated.jpg", exif=exif, quality=100)
+    upright = read_rgb(tmp_path / "rotated.jpg")
+    assert upright.shape == (50, 30, 3)
+    assert fcn.predict(tmp_path / "rotated.jpg", tiny_fcn8s).shape == (50, 30)
+
+
+def test_tiled_prediction_equals_whole_image(tiny_fcn8s):
+    image = RNG.integers(0, 256, (150, 700, 3)).astype(np.uint8)
+    whole, p_whole = fcn.predict(image, tiny_fcn8s, probabilities=True)
+    budget = 150 * (64 + 2 * 256)  # forces tiles of 64-pixel cores with 256-pixel margins
+    tiled, p_tiled = fcn.predict(image, tiny_fcn8s, probabilities=True, max_pixels=budget)
+    assert p_whole.shape == (150, 700, 21)
+    np.testing.assert_allclose(p_whole.sum(-1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(p_tiled, p_whole, atol=1e-5)
+    np.testing.assert_array_equal(tiled, whole)
+
+
+def test_default_model_comes_from_weights_with_checksum(model_file, monkeypatch, tmp_path):
+    monkeypatch.setenv("FCN_WEIGHTS_DIR", str(model_file.parent))
+    monkeypatch.chdir(tmp_path)
+    image = RNG.integers(0, 256, (40, 40, 3)).astype(np.uint8)
+    labels = fcn.predict(image)
+    assert labels.shape == (40, 40)
+    digest = hashlib.sha256(model_file.read_bytes()).hexdigest()
+    sums = model_file.parent / "SHA256SUMS"
+    sums.write_text(f"{digest}  {DEFAULT_MODEL_FILE}\n")
+    np.testing.assert_array_equal(fcn.predict(image), labels)
+    sums.write_text(f"{'0' * 64}  {DEFAULT_MODEL_FILE}\n")
+    with pytest.raises(ValueError, match="SHA-256 differs"):
+        fcn.predict(image)
+    sums.unlink()
+
+
+def test_no_model_anywhere_says_how_to_get_one(monkeypatch, tmp_path):
+    monkeypatch.setenv("FCN_WEIGHTS_DIR", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    module = importlib.import_module("fcn.predict")  # the module, not the function fcn.predict
+    monkeypatch.setattr(module, "weights_dirs", lambda: [tmp_path / "weights"])
+    with pytest.raises(FileNotFoundError, match="fcn train VOC_ROOT.*best.keras"):
+        fcn.predict(np.zeros((8, 8, 3), np.uint8))
+    with pytest.raises(FileNotFoundError, match="model file not found"):
+        fcn.predict(np.zeros((8, 8, 3), np.uint8), model=tmp_path / "nope.keras")
+
+
+def test_predict_files_streams_a_folder(model_file, tmp_path):
+    for i in range(5):
+        size = (20 + i, 30 + 2 * i, 3)
+        Image.fromarray(RNG.integers(0, 256, size).astype(np.uint8)).save(tmp_path / f"{i}.png")
+    (tmp_path / "notes.txt").write_text("not an image")
+    stream = fcn.predict_files(tmp_path, model_file)
+    assert inspect.isgenerator(stream)
+    results = list(stream)
+    assert [p.name for p, _ in results] == [f"{i}.png" for i in range(5)]
+    assert [labels.shape for _, labels in results] == [(20 + i, 30 + 2 * i) for i in range(5)]
+    (tmp_path / "5.png").write_bytes(b"")
+    with pytest.raises(ValueError, match="5.png: not a readable image"):
+        list(fcn.predict_files(tmp_path, model_file))
