@@ -6,10 +6,14 @@ import json
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from fcn.metrics import Scores, scores
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -110,29 +114,12 @@ class EvaluationResult:
 
     __str__ = table
 
-    def plot_confusion(self, path: str | os.PathLike | None = None):
+    def plot_confusion(self, path: str | os.PathLike | None = None) -> Figure:
         """Plot the row-normalised confusion matrix (recall per true class); save it if ``path``.
 
-        Returns the matplotlib ``Figure`` (Agg canvas: no display needed).
+        Returns the matplotlib ``Figure`` (Agg canvas: no display needed); see
+        :func:`fcn.plots.plot_confusion`.
         """
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+        from fcn.plots import plot_confusion
 
-        with np.errstate(divide="ignore", invalid="ignore"):
-            normalised = self.confusion / self.confusion.sum(1, keepdims=True)
-        size = 3 + 0.35 * len(self.class_names)
-        fig = Figure(figsize=(size, size))
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot()
-        image = ax.imshow(np.nan_to_num(normalised), vmin=0, vmax=1, cmap="Blues")
-        ticks = np.arange(len(self.class_names))
-        ax.set_xticks(ticks, self.class_names, rotation=90)
-        ax.set_yticks(ticks, self.class_names)
-        ax.set_xlabel("prediction")
-        ax.set_ylabel("ground truth")
-        ax.set_title(f"confusion (row-normalised), mean IoU {100 * self.mean_iou:.2f}%")
-        fig.colorbar(image, ax=ax, fraction=0.046)
-        fig.tight_layout()
-        if path is not None:
-            fig.savefig(path, dpi=100)
-        return fig
+        return plot_confusion(self.confusion, self.class_names, path)
