@@ -1,35 +1,206 @@
-"""The ``fcn`` command line."""
+"""The ``fcn`` command line: train, evaluate, predict, find-batch-size, download, demo, info.
+
+User errors (missing files, bad data, no model, out of memory, ...) print one line
+``fcn: error: ...`` and exit with status 2, without a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 import fcn
 
+USER_ERRORS = (OSError, ValueError, NotImplementedError, RuntimeError)
+"""What a command can raise because of its input or environment (DataError is a ValueError,
+OutOfMemoryError and WeightsUnavailableError are RuntimeErrors)."""
 
-def _cmd_info(args: argparse.Namespace) -> int:
-    from fcn.model import CROP_OFFSETS, build_model
 
-    model = build_model(args.variant, weights=None)
+def _weights(value: str) -> str | None:
+    return None if value.lower() == "none" else value
+
+
+def _cmd_train(args) -> int:
+    result = fcn.train(
+        args.voc_root, sbd_root=args.sbd, run_dir=args.run_dir, variant=args.variant,
+        weights=args.weights, width=args.width, recipe=args.recipe, epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch, crop_size=args.crop_size,
+        batch_size=args.batch_size, learning_rate=args.learning_rate,
+        accumulate=args.accumulate, mixed_precision=args.mixed_precision, resume=args.resume,
+        seed=args.seed, val_every=args.val_every,
+    )  # fmt: skip
+    print(f"run directory: {result.run_dir}")
+    print(f"best model: {result.best_checkpoint or '(no validation: see the epoch checkpoint)'}")
+    return 1 if result.stopped_on_nan else 0
+
+
+def _cmd_evaluate(args) -> int:
+    model = fcn.load_model(args.model)
+    result = fcn.evaluate(model, args.data, args.split, max_pixels=args.max_pixels)
+    print(result.table())
+    if args.json:
+        result.save_json(args.json)
+    if args.plot:
+        result.plot_confusion(args.plot)
+    return 0
+
+
+def _cmd_predict(args) -> int:
+    from PIL import Image
+
+    from fcn import data, plots
+    from fcn.predict import list_images, read_rgb
+
+    paths = [p for arg in args.images for p in (list_images(arg) if os.path.isdir(arg) else [arg])]
+    model = fcn.load_model(args.model)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for path in map(Path, paths):
+        image = read_rgb(path)
+        labels = fcn.predict(image, model, max_pixels=args.max_pixels)
+        data.write_label(out / f"{path.stem}.png", labels)
+        Image.fromarray(plots.overlay(image, labels)).save(out / f"{path.stem}_overlay.png")
+    print(f"{len(paths)} label maps (VOC palette PNG) and overlays written to {out}")
+    return 0
+
+
+def _cmd_find_batch_size(args) -> int:
+    model = (
+        fcn.load_model(args.model) if args.model else fcn.build_model(args.variant, weights=None)
+    )
+    limit = int(args.memory_limit_gb * 2**30) if args.memory_limit_gb else None
+    report = fcn.find_batch_size(
+        model, args.crop_size, max_batch=args.max_batch, memory_limit=limit
+    )
+    for batch, peak in sorted(report.peak_bytes.items()):
+        print(f"batch {batch:3d}: peak {peak / 2**30:.2f} GiB")
+    print(
+        f"largest batch of {args.crop_size}x{args.crop_size} crops that fits: {report.batch_size}"
+    )
+    return 0 if report.batch_size else 1
+
+
+def _cmd_download(args) -> int:
+    from fcn import data
+
+    fetch = {"voc": data.download_voc, "sbd": data.download_sbd}[args.dataset]
+    print(fetch(args.dest, progress=True))
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    from fcn.demo import run_demo
+
+    run_demo(args.out, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch)
+    return 0
+
+
+def _cmd_info(args) -> int:
+    model = fcn.build_model(args.variant, weights=None)
     model.summary(line_length=110)
     print(f"parameters: {model.count_params():,}")
-    print(f"crop offsets: {CROP_OFFSETS[args.variant]}")
+    print(f"crop offsets: {fcn.CROP_OFFSETS[args.variant]}")
     return 0
+
+
+EXAMPLES = {
+    "train": """examples:
+  fcn train data/VOCdevkit/VOC2012                       # FCN-8s from VGG16, VOC train/val
+  fcn train data/VOCdevkit/VOC2012 --sbd data/benchmark_RELEASE   # train_aug / seg11valid
+  fcn train VOC2012 --recipe paper --run-dir runs/paper   # the paper's batch-1 recipe
+  fcn train VOC2012 --batch-size 20 --accumulate 10 --mixed-precision mixed_float16
+  fcn train VOC2012 --run-dir runs/fcn8s --resume         # continue after a crash""",
+    "evaluate": """examples:
+  fcn evaluate runs/fcn8s/best.keras data/VOCdevkit/VOC2012 --split val
+  fcn evaluate weights/fcn8s-voc.keras VOC2012 --json val.json --plot confusion.png""",
+    "predict": """examples:
+  fcn predict photo.jpg --out predictions/
+  fcn predict photos/ --model runs/fcn8s/best.keras --out predictions/ --max-pixels 500000""",
+    "find-batch-size": """examples:
+  fcn find-batch-size --crop-size 320
+  fcn find-batch-size --model runs/fcn8s/best.keras --crop-size 500 --memory-limit-gb 10""",
+    "download": """examples:
+  fcn download voc --dest data/     # VOCtrainval_11-May-2012.tar, md5-checked, resumable
+  fcn download sbd --dest data/     # SBD benchmark.tgz""",
+    "demo": """examples:
+  fcn demo                          # a few CPU minutes, writes ./fcn-demo
+  fcn demo --out /tmp/demo --epochs 2""",
+    "info": """examples:
+  fcn info --variant fcn16s""",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fcn",
-        description="FCN-8s/16s/32s semantic segmentation on TensorFlow/Keras 3.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  fcn info --variant fcn8s\n",
+        description="FCN-8s/16s/32s semantic segmentation on TensorFlow/Keras 3, memory-bounded.",
+        epilog="run `fcn COMMAND --help` for a command's options and examples",
     )
     parser.add_argument("--version", action="version", version=f"fcn {fcn.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    info = sub.add_parser("info", help="build a model and print its layers, size and crop offsets")
-    info.add_argument("--variant", default="fcn8s", choices=fcn.VARIANTS)
-    info.set_defaults(func=_cmd_info)
+
+    def command(name, func, help):
+        p = sub.add_parser(
+            name, help=help, description=help, epilog=EXAMPLES[name],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )  # fmt: skip
+        p.set_defaults(func=func)
+        return p
+
+    p = command("train", _cmd_train, "train an FCN on Pascal VOC (and SBD)")
+    p.add_argument("voc_root", help="VOCdevkit/VOC2012 folder")
+    p.add_argument("--sbd", help="SBD benchmark_RELEASE folder: train_aug + seg11valid")
+    p.add_argument("--run-dir", default="runs/fcn8s", help="checkpoints and logs (runs/fcn8s)")
+    p.add_argument("--variant", default="fcn8s", choices=fcn.VARIANTS)
+    p.add_argument("--weights", default="imagenet", type=_weights,
+                   help="imagenet (default), a VGG16 weights file, or none")  # fmt: skip
+    p.add_argument("--width", type=float, default=1.0, help="channel multiplier (1.0)")
+    p.add_argument("--recipe", default="practical", choices=["practical", "paper"])
+    p.add_argument("--epochs", type=int, default=50)
+    p.add_argument("--steps-per-epoch", type=int, help="default: one pass over the images")
+    p.add_argument("--crop-size", type=int, help="override the recipe's crop (320)")
+    p.add_argument("--batch-size", type=int, help="global batch (recipe: 8; paper: 1)")
+    p.add_argument("--learning-rate", type=float)
+    p.add_argument("--accumulate", type=int, default=1, help="batches per optimizer update")
+    p.add_argument("--mixed-precision", choices=["mixed_float16", "mixed_bfloat16"])
+    p.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--val-every", type=int, default=1, help="epochs between evaluations")
+
+    p = command("evaluate", _cmd_evaluate, "score a model at full resolution (streaming)")
+    p.add_argument("model", help=".keras model file")
+    p.add_argument("data", help="VOCdevkit/VOC2012 folder")
+    p.add_argument("--split", default="val")
+    p.add_argument("--max-pixels", type=int, default=2_000_000, help="pixels per forward pass")
+    p.add_argument("--json", help="write the full result as JSON here")
+    p.add_argument("--plot", help="write the confusion matrix as PNG here")
+
+    p = command("predict", _cmd_predict, "write label PNGs (VOC palette) and overlays")
+    p.add_argument("images", nargs="+", help="image files or folders")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--model", help=".keras model (default: weights/fcn8s-voc.keras)")
+    p.add_argument("--max-pixels", type=int, default=2_000_000, help="larger images are tiled")
+
+    p = command("find-batch-size", _cmd_find_batch_size, "probe the largest batch that fits")
+    p.add_argument("--model", help=".keras model (default: a fresh full-size --variant)")
+    p.add_argument("--variant", default="fcn8s", choices=fcn.VARIANTS)
+    p.add_argument("--crop-size", type=int, default=320)
+    p.add_argument("--max-batch", type=int, default=64)
+    p.add_argument("--memory-limit-gb", type=float, help="default: GPU's own; CPU: 80%% of RAM")
+
+    p = command("download", _cmd_download, "download and extract Pascal VOC 2012 or SBD")
+    p.add_argument("dataset", choices=["voc", "sbd"])
+    p.add_argument("--dest", default="data", help="folder for the archive and its contents")
+
+    p = command("demo", _cmd_demo, "train, evaluate and predict on the embedded VOC sample")
+    p.add_argument("--out", default="fcn-demo", help="output folder (replaced)")
+    p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--steps-per-epoch", type=int, default=10)
+
+    p = command("info", _cmd_info, "print a model's layers, parameter count and crop offsets")
+    p.add_argument("--variant", default="fcn8s", choices=fcn.VARIANTS)
     return parser
 
 
@@ -39,7 +210,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    return args.func(args)
+    try:
+        return args.func(args)
+    except USER_ERRORS as err:
+        print(f"fcn: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fcn: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

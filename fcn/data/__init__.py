@@ -7,7 +7,7 @@ pairs, one at a time). Labels are uint8 class indices, 255 (IGNORE_LABEL) for vo
 """
 
 from fcn.data.augment import Augmenter
-from fcn.data.decode import read_image, read_label, read_pair
+from fcn.data.decode import read_image, read_label, read_pair, write_label
 from fcn.data.download import SBD, VOC2012, Archive, download_archive, download_sbd, download_voc
 from fcn.data.errors import DataError, OnError, SkipLog
 from fcn.data.files import SegmentationFiles
@@ -51,4 +51,5 @@ __all__ = [
     "train_dataset",
     "voc_ids",
     "voc_pairs",
+    "write_label",
 ]

@@ -9,7 +9,7 @@ import numpy as np
 import scipy.io
 from PIL import Image
 
-from fcn.classes import IGNORE_LABEL, NUM_CLASSES
+from fcn.classes import IGNORE_LABEL, NUM_CLASSES, voc_palette
 from fcn.data.errors import DataError
 
 LABEL_MODES: tuple[str, ...] = ("P", "L")
@@ -52,6 +52,13 @@ def read_label(path: str | os.PathLike, num_classes: int = NUM_CLASSES) -> np.nd
             f"nor the ignore label {IGNORE_LABEL}"
         )
     return label
+
+
+def write_label(path: str | os.PathLike, label: np.ndarray) -> None:
+    """Save a (H, W) uint8 class index map as a VOC-style palette PNG (readable by read_label)."""
+    image = Image.fromarray(np.asarray(label, np.uint8), mode="P")
+    image.putpalette(voc_palette().ravel().tolist())
+    image.save(path, format="PNG")
 
 
 def read_pair(
