@@ -1,0 +1,151 @@
+"""The ``fcn`` command line in real subprocesses: happy paths and one-line user errors."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+from test_data_download import Server, archive, voc_tar
+
+import fcn
+from fcn.cli import EXAMPLES, build_parser, main
+from fcn.data import read_label, sample_voc_root
+
+VOC = str(sample_voc_root())
+COMMANDS = ["train", "evaluate", "predict", "find-batch-size", "download", "demo", "info"]
+
+
+def fcn_cli(*args, cwd=None, env=None):
+    """Run ``python -m fcn ARGS`` as a user would; returns the CompletedProcess."""
+    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "fcn", *map(str, args)], capture_output=True, text=True,
+        cwd=cwd, env=environment, timeout=600,
+    )  # fmt: skip
+
+
+def assert_user_error(run, *fragments):
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.startswith("fcn: error:")]
+    assert len(lines) == 1, run.stderr[-2000:]
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.fixture(scope="module")
+def model_file(tiny_fcn8s, tmp_path_factory):
+    path = tmp_path_factory.mktemp("model") / "tiny.keras"
+    tiny_fcn8s.save(path)
+    return path
+
+
+def test_help_and_version():
+    run = fcn_cli("--help")
+    assert run.returncode == 0
+    for name in COMMANDS:
+        assert name in run.stdout
+    assert fcn_cli("--version").stdout.strip() == f"fcn {fcn.__version__}"
+    parser = build_parser()
+    for name in COMMANDS:
+        help_text = parser._subparsers._group_actions[0].choices[name].format_help()
+        assert "examples:" in help_text and f"fcn {name}" in help_text
+        assert EXAMPLES[name] in help_text
+
+
+def test_info_prints_size_and_offsets():
+    run = fcn_cli("info", "--variant", "fcn16s")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "crop offsets: {'score_pool4c': 5, 'score': 27}" in run.stdout
+    assert "score_pool4" in run.stdout and "parameters: " in run.stdout
+
+
+def test_predict_writes_palette_labels_and_overlays(model_file, tmp_path):
+    image = np.random.default_rng(0).integers(0, 256, (41, 57, 3)).astype(np.uint8)
+    Image.fromarray(image).save(tmp_path / "photo.jpg")
+    run = fcn_cli("predict", tmp_path / "photo.jpg", "--model", model_file, "--out", tmp_path / "o")
+    assert run.returncode == 0, run.stderr[-2000:]
+    labels = read_label(tmp_path / "o" / "photo.png")
+    assert labels.shape == (41, 57)
+    np.testing.assert_array_equal(labels, fcn.predict(tmp_path / "photo.jpg", model_file))
+    assert Image.open(tmp_path / "o" / "photo.png").mode == "P"
+    assert Image.open(tmp_path / "o" / "photo_overlay.png").size == (57, 41)
+
+
+def test_predict_user_errors(model_file, tmp_path):
+    assert_user_error(
+        fcn_cli("predict", tmp_path / "missing.jpg", "--model", model_file, "--out", tmp_path),
+        "missing.jpg",
+    )
+    (tmp_path / "x.jpg").write_bytes(b"")
+    assert_user_error(
+        fcn_cli("predict", tmp_path / "x.jpg", "--out", tmp_path, cwd=tmp_path,
+                env={"FCN_WEIGHTS_DIR": str(tmp_path)}),
+        "fcn8s-voc.keras", "fcn train",
+    )  # fmt: skip
+
+
+def test_evaluate_prints_table_and_writes_json_and_plot(model_file, tmp_path):
+    run = fcn_cli(
+        "evaluate", model_file, VOC, "--split", "val", "--json", tmp_path / "r.json",
+        "--plot", tmp_path / "c.png",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "aeroplane" in run.stdout and "mean_iou" in run.stdout
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["num_images"] == 8 and sum(map(sum, result["confusion"])) == result["num_pixels"]
+    assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+def test_evaluate_and_train_user_errors(model_file, tmp_path):
+    assert_user_error(fcn_cli("evaluate", model_file, tmp_path / "nowhere"), "nowhere")
+    assert_user_error(fcn_cli("evaluate", tmp_path / "none.keras", VOC), "none.keras")
+    assert_user_error(fcn_cli("train", tmp_path / "nowhere", "--weights", "none"), "nowhere")
+
+
+def test_train_runs_and_resumes(tmp_path):
+    args = ["train", VOC, "--weights", "none", "--width", "0.0625", "--crop-size", "64",
+            "--batch-size", "2", "--steps-per-epoch", "1", "--run-dir", tmp_path / "run"]  # fmt: skip
+    run = fcn_cli(*args, "--epochs", "1")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"best model: {tmp_path / 'run' / 'best.keras'}" in run.stdout
+    assert_user_error(fcn_cli(*args, "--epochs", "2"), "resume")
+    run = fcn_cli(*args, "--epochs", "2", "--resume")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads((tmp_path / "run" / "state.json").read_text())["epoch"] == 2
+
+
+def test_find_batch_size_reports_a_batch(model_file):
+    run = fcn_cli("find-batch-size", "--model", model_file, "--crop-size", "64", "--max-batch", "4")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "largest batch of 64x64 crops that fits: 4" in run.stdout
+
+
+def test_download_from_a_local_server(tmp_path, monkeypatch, capsys):
+    with Server({"voc.tar": voc_tar()}) as server:
+        local = archive(server, "voc.tar", voc_tar())
+        monkeypatch.setattr(
+            fcn.data, "download_voc", functools.partial(fcn.data.download_voc, archive=local)
+        )
+        assert main(["download", "voc", "--dest", str(tmp_path)]) == 0
+    assert str(tmp_path / "VOCdevkit" / "VOC2012") in capsys.readouterr().out
+    assert (tmp_path / "VOCdevkit" / "VOC2012" / "ImageSets").is_dir()
+
+
+def test_demo_runs_end_to_end(tmp_path):
+    run = fcn_cli("demo", "--out", tmp_path / "demo", "--epochs", "1", "--steps-per-epoch", "1")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "What these numbers mean: this is a smoke run" in run.stdout
+    out = tmp_path / "demo"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["num_images"] == 8
+    for name in ["metrics.txt", "confusion.png", "training_curves.png"]:
+        assert (out / name).stat().st_size > 500, name
+    assert len(list((out / "predictions").glob("*_compare.png"))) == 8
+    assert read_label(out / "predictions" / "2007_000033.png").shape == (281, 500)
