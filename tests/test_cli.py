@@ -110,8 +110,8 @@ def test_evaluate_and_train_user_errors(model_file, tmp_path):
 
 
 def test_train_runs_and_resumes(tmp_path):
-    args = ["train", VOC, "--weights", "none", "--width", "0.0625", "--crop-size", "64",
-            "--batch-size", "2", "--steps-per-epoch", "1", "--run-dir", tmp_path / "run"]  # fmt: skip
+    args = ["train", VOC, "--weights", "none", "--width", "0.0625", "--crop-size", "64"]
+    args += ["--batch-size", "2", "--steps-per-epoch", "1", "--run-dir", tmp_path / "run"]
     run = fcn_cli(*args, "--epochs", "1")
     assert run.returncode == 0, run.stderr[-2000:]
     assert f"best model: {tmp_path / 'run' / 'best.keras'}" in run.stdout
