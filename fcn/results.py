@@ -102,7 +102,7 @@ class EvaluationResult:
 
     def table(self) -> str:
         """A plain-text table: per-class IoU and accuracy (percent), then the four scores."""
-        width = max(len(name) for name in self.class_names)
+        width = max(len(name) for name in (*self.class_names, *self.summary()))
         lines = [f"{'class':<{width}}  {'IoU':>6}  {'acc':>6}"]
         for name in self.class_names:
             iou, acc = self.class_iou[name], self.class_accuracy[name]
