@@ -34,31 +34,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from fcn.classes import IGNORE_LABEL, NUM_CLASSES, voc_palette  # noqa: E402
+from fcn.classes import NUM_CLASSES  # noqa: E402
+from fcn.data import write_synthetic_voc  # noqa: E402
 
 WIDTH = 1 / 16
-SHAPES = [(375, 500)] * 3 + [(500, 375)]
-"""(H, W) of the synthetic images: VOC's two commonest, landscape three times in four."""
-
-
-def write_voc(root: Path, count: int) -> None:
-    """A VOC2012 tree of ``count`` smooth random images and blocky labels with void borders."""
-    rng = np.random.default_rng(0)
-    for sub in ("ImageSets/Segmentation", "JPEGImages", "SegmentationClass"):
-        (root / sub).mkdir(parents=True, exist_ok=True)
-    ids = [f"2026_{i:06d}" for i in range(count)]
-    for i, name in enumerate(ids):
-        h, w = SHAPES[i % len(SHAPES)]
-        coarse = rng.integers(0, 256, (h // 25 + 1, w // 25 + 1, 3), dtype=np.uint8)
-        image = Image.fromarray(coarse).resize((w, h), Image.BILINEAR)
-        image.save(root / "JPEGImages" / f"{name}.jpg", quality=90)
-        label = np.kron(rng.integers(0, NUM_CLASSES, (h // 50 + 1, w // 50 + 1)), np.ones((50, 50)))
-        label = label[:h, :w].astype(np.uint8)
-        label[::50] = IGNORE_LABEL
-        png = Image.frombytes("P", (w, h), label.tobytes())
-        png.putpalette(voc_palette().ravel().tolist())
-        png.save(root / "SegmentationClass" / f"{name}.png")
-    (root / "ImageSets/Segmentation/val.txt").write_text("\n".join(ids) + "\n")
 
 
 def reset_peak() -> None:
@@ -194,10 +173,10 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         if args.sizes:
-            write_voc(Path(tmp), max(args.sizes))
+            voc = write_synthetic_voc(tmp, max(args.sizes), {"val": max(args.sizes)})
         for count in args.sizes:
             for method in ("fcn.evaluate", "keep-all"):
-                rows.append(run_worker("scaling", method, tmp, str(count)))
+                rows.append(run_worker("scaling", method, str(voc), str(count)))
                 print(json.dumps(rows[-1]), flush=True)
     for method in ("fcn.evaluate", "keep-all"):
         mine = [r for r in rows if r["method"] == method]

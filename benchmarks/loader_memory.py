@@ -21,45 +21,16 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-from PIL import Image
-
 CROP, BATCH = 320, 8
 WIDTH, HEIGHT = 500, 375
 
 
 def generate(root: Path, count: int, sizes: list[int]) -> Path:
-    """A VOCdevkit/VOC2012 tree of ``count`` pairs and splits ``train<n>`` for each size."""
-    from fcn.classes import IGNORE_LABEL, NUM_CLASSES, voc_palette
+    """``count`` synthetic VOC pairs (:func:`fcn.data.write_synthetic_voc`) with a split
+    ``train<n>`` listing the first n ids for each size."""
+    from fcn.data import write_synthetic_voc
 
-    voc = root / "VOCdevkit" / "VOC2012"
-    splits = voc / "ImageSets" / "Segmentation"
-    ids = [f"2026_{n:06d}" for n in range(count)]
-    if not (splits / f"train{count}.txt").exists():
-        for sub in ("JPEGImages", "SegmentationClass"):
-            (voc / sub).mkdir(parents=True, exist_ok=True)
-        rng = np.random.default_rng(0)
-        y, x = np.mgrid[0:HEIGHT, 0:WIDTH]
-        palette = voc_palette().ravel().tolist()
-        for n, i in enumerate(ids):
-            base = (x[..., None] * (n % 7 + 1) + y[..., None] * np.array([1, 2, 3])) % 256
-            noise = rng.integers(0, 40, (HEIGHT, WIDTH, 3))
-            Image.fromarray((base + noise).clip(0, 255).astype(np.uint8)).save(
-                voc / "JPEGImages" / f"{i}.jpg", quality=90
-            )
-            label = np.zeros((HEIGHT, WIDTH), np.uint8)
-            for _ in range(3):
-                top, left = rng.integers(0, HEIGHT - 60), rng.integers(0, WIDTH - 60)
-                h, w = rng.integers(40, HEIGHT - top), rng.integers(40, WIDTH - left)
-                label[top : top + h, left : left + w] = IGNORE_LABEL
-                label[top + 3 : top + h - 3, left + 3 : left + w - 3] = rng.integers(1, NUM_CLASSES)
-            png = Image.fromarray(label, mode="P")
-            png.putpalette(palette)
-            png.save(voc / "SegmentationClass" / f"{i}.png")
-    splits.mkdir(parents=True, exist_ok=True)
-    for size in sizes:
-        (splits / f"train{size}.txt").write_text("\n".join(ids[:size]) + "\n")
-    return voc
+    return write_synthetic_voc(root, count, {f"train{n}": n for n in sizes})
 
 
 def streaming(voc: Path, split: str):

@@ -13,6 +13,7 @@ from fcn.data.errors import DataError, OnError, SkipLog
 from fcn.data.files import SegmentationFiles
 from fcn.data.pipeline import eval_dataset, train_dataset
 from fcn.data.sample import SAMPLE_DIR, sample_voc_root
+from fcn.data.synthetic import write_synthetic_voc
 from fcn.data.voc import (
     exclude_ids,
     sbd_ids,
@@ -52,4 +53,5 @@ __all__ = [
     "voc_ids",
     "voc_pairs",
     "write_label",
+    "write_synthetic_voc",
 ]
