@@ -148,4 +148,5 @@ def test_demo_runs_end_to_end(tmp_path):
     for name in ["metrics.txt", "confusion.png", "training_curves.png"]:
         assert (out / name).stat().st_size > 500, name
     assert len(list((out / "predictions").glob("*_compare.png"))) == 8
-    assert read_label(out / "predictions" / "2007_000033.png").shape == (281, 500)
+    truth = read_label(sample_voc_root() / "SegmentationClass" / "2007_000033.png")
+    assert read_label(out / "predictions" / "2007_000033.png").shape == truth.shape == (366, 500)
