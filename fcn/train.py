@@ -76,7 +76,7 @@ def input_fn(files, recipe, seed):
             shard = files.shard(context.num_input_pipelines, context.input_pipeline_id)
         worker_seed = None if seed is None else seed + context.input_pipeline_id
         if recipe.crop_size is None:  # the paper: one whole image per step
-            return data.eval_dataset(shard).shuffle(8, seed=worker_seed).batch(1).repeat()
+            return data.eval_dataset(shard, shuffle=True, seed=worker_seed).batch(1).repeat()
         return data.train_dataset(
             shard,
             crop_size=recipe.crop_size,

@@ -189,3 +189,17 @@ def test_bad_files_can_be_skipped_and_counted(broken_sample):
     log = SkipLog()
     assert len(list(train_dataset(files, crop_size=64, batch_size=2, on_error=log))) == 3
     assert len(log) == 2
+
+
+def test_eval_dataset_shuffles_the_file_list_per_pass_when_asked():
+    files = voc_pairs(SAMPLE / "VOCdevkit" / "VOC2012", "train")
+
+    def order(dataset):
+        return [int(label.sum()) for _, label in dataset.as_numpy_iterator()]
+
+    in_order = order(eval_dataset(files))
+    shuffled = eval_dataset(files, shuffle=True, seed=3)
+    first, second = order(shuffled), order(shuffled)
+    assert sorted(first) == sorted(second) == sorted(in_order)
+    assert first != in_order and first != second  # a new order on each pass
+    assert order(eval_dataset(files, shuffle=True, seed=3)) == first  # reproducible

@@ -83,12 +83,17 @@ def eval_dataset(
     num_classes: int = NUM_CLASSES,
     on_error: OnError = "raise",
     parallel_calls: int | None = None,
+    shuffle: bool = False,
+    seed: int | None = None,
 ) -> tf.data.Dataset:
-    """Every pair of ``files`` in order, full resolution, not augmented, not batched.
+    """Every pair of ``files``, full resolution, not augmented, not batched.
 
     Args:
         files: image/label pairs, e.g. ``voc_pairs(root, "val")``.
         num_classes, on_error, parallel_calls: as in :func:`train_dataset`.
+        shuffle: visit the pairs in a new random order on each pass (the FILE LIST is shuffled;
+            the paper's whole-image training); default: in order, as evaluation wants.
+        seed: makes the shuffled order reproducible.
 
     Returns:
         Dataset of ``(image uint8 (H, W, 3), label uint8 (H, W))``, H and W varying per image.
@@ -101,7 +106,10 @@ def eval_dataset(
             return np.zeros((1, 1, 3), np.uint8), np.zeros((1, 1), np.uint8), False
         return (*pair, True)
 
-    dataset = _file_dataset(files).map(
+    paths = _file_dataset(files)
+    if shuffle:
+        paths = paths.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    dataset = paths.map(
         lambda image_path, label_path: _call(load, (image_path, label_path), (None, None)),
         num_parallel_calls=parallel_calls or tf.data.AUTOTUNE,
     )
