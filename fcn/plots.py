@@ -16,6 +16,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from fcn.checkpoint import LOG_FILE
 from fcn.classes import IGNORE_LABEL, VOC_CLASSES, voc_palette
@@ -159,16 +160,18 @@ def plot_training_curves(run_dir: PathLike, path: PathLike | None = None) -> Fig
     losses = {k: v for k, v in log.items() if "loss" in k}
     metrics = {k: v for k, v in log.items() if k.startswith("val_") and k not in losses}
     fig = _figure(10, 3.8)
-    for i, (title, series) in enumerate((("loss", losses), ("validation", metrics)), 1):
-        ax = fig.add_subplot(1, 2, i)
+    loss_ax, val_ax = fig.subplots(1, 2, sharex=True)
+    for ax, title, series in ((loss_ax, "loss", losses), (val_ax, "validation", metrics)):
         for name, values in series.items():
             done = ~np.isnan(values)
             ax.plot(epochs[done], values[done], marker="o", label=name)
         ax.set_xlabel("epochs completed")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(title)
         ax.grid(alpha=0.3)
         if series:
             ax.legend()
+    val_ax.set_ylim(0, 1)
     fig.tight_layout()
     return _finish(fig, path)
 
@@ -203,7 +206,7 @@ def plot_confusion(
 
 
 def plot_memory_growth(rows: Sequence[dict], path: PathLike | None = None) -> Figure:
-    """Peak RSS against data set size, one line per pipeline, slope in the legend.
+    """Peak RSS against data set size, one line per pipeline, least-squares slope in the legend.
 
     Args:
         rows: dicts with ``pipeline`` (name), ``images`` (data set size) and ``peak_rss_mb``,
@@ -216,7 +219,7 @@ def plot_memory_growth(rows: Sequence[dict], path: PathLike | None = None) -> Fi
         points = sorted((r["images"], r["peak_rss_mb"]) for r in rows if r["pipeline"] == name)
         images, peaks = np.array(points, dtype=float).T
         slope = np.polyfit(images, peaks, 1)[0] if len(points) > 1 else float("nan")
-        ax.plot(images, peaks, marker="o", label=f"{name}: {slope:+.2f} MB per image")
+        ax.plot(images, peaks, marker="o", label=f"{name}: {slope:+.2f} MB per image (fit)")
     ax.set_xlabel("images in the data set")
     ax.set_ylabel("peak RSS (MB)")
     ax.set_ylim(bottom=0)

@@ -100,6 +100,7 @@ def test_plot_training_curves_reads_log_csv(tmp_path):
     assert loss.get_xdata().tolist() == [1, 2, 3] and loss.get_ydata().tolist() == [2, 1.5, 1.1]
     iou = {line.get_label(): line for line in val_ax.get_lines()}["val_mean_iou"]
     assert iou.get_xdata().tolist() == [2, 3]  # the epoch without validation is left out
+    assert val_ax.get_ylim() == (0, 1)
     _png(tmp_path / "curves.png", 10 * DPI, 3.8 * DPI)
     same = plot_training_curves(tmp_path / "log.csv")
     assert same.axes[0].get_lines()[0].get_ydata().tolist() == [2, 1.5, 1.1]
@@ -125,6 +126,6 @@ def test_plot_memory_growth_one_line_per_pipeline(tmp_path):
     ]
     fig = plot_memory_growth(rows, path=tmp_path / "m.png")
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
-    assert labels == ["naive: +10.00 MB per image", "streaming: +0.02 MB per image"]
+    assert labels == ["naive: +10.00 MB per image (fit)", "streaming: +0.02 MB per image (fit)"]
     assert fig.axes[0].get_lines()[1].get_xdata().tolist() == [25, 50]
     _png(tmp_path / "m.png", 6.5 * DPI, 4 * DPI)
