@@ -37,20 +37,15 @@ def code(source: str) -> tuple[str, str]:
     return "code", source
 
 
-SETUP = """\
+def setup(imports: str) -> tuple[str, str]:
+    """The first code cell: inline figures, ``imports``, the ``FAST`` switch."""
+    return code(f"""\
 %matplotlib inline
-import os
-import tempfile
-from pathlib import Path
-
-import keras
-import numpy as np
-
-import fcn
-from fcn import data, plots
+{imports}
 
 FAST = os.environ.get("FCN_NOTEBOOK_FAST") == "1"  # the test's small settings
-print(f"fcn {fcn.__version__}, Keras {keras.__version__}, fast settings: {FAST}")"""
+print(f"fcn {{fcn.__version__}}, fast settings: {{FAST}}")""")
+
 
 QUICKSTART = [
     md("""\
@@ -63,7 +58,15 @@ This notebook builds a model, teaches it one image, predicts it and draws the re
 
 It runs offline on a CPU in about a minute. `FCN_NOTEBOOK_FAST=1` (set by the test) trains for
 fewer steps; the saved outputs come from the default settings."""),
-    code(SETUP),
+    setup("""\
+import os
+import tempfile
+
+import keras
+import numpy as np
+
+import fcn
+from fcn import data, plots"""),
     md("""\
 ## 1. Build an FCN-8s
 
@@ -172,7 +175,15 @@ and evaluation run end to end. The paper's FCN-8s, from VGG16 ImageNet weights t
 train_aug for hours on a GPU, reaches about 65 mean IU on seg11valid; the call for that is at
 the end. `FCN_NOTEBOOK_FAST=1` (set by the test) trains even less; the saved outputs come from
 the default settings."""),
-    code(SETUP),
+    setup("""\
+import os
+import tempfile
+from pathlib import Path
+
+import keras
+
+import fcn
+from fcn import data, plots"""),
     code("""\
 root = data.sample_voc_root()
 for split in ("train", "val"):
@@ -180,11 +191,11 @@ for split in ("train", "val"):
     md("""\
 ## Train
 
-Random 160x160 crops (no scale augmentation at this size), batches of 4, SGD with momentum and
-a poly learning-rate schedule (the `practical` recipe with a learning rate for a from-scratch
-model). After every epoch the 8 val images are scored at full resolution; the best model by
-validation mean IoU is kept as `best.keras`, and `log.csv` gets one row per epoch. With
-`resume=True` a stopped run continues from its last completed epoch."""),
+Random 160x160 crops without random scaling (`augment=False`), batches of 4, SGD with momentum
+and a poly learning-rate schedule (the `practical` recipe with a learning rate for a
+from-scratch model). After every epoch the 8 val images are scored at full resolution; the best
+model by validation mean IoU is kept as `best.keras`, and `log.csv` gets one row per epoch.
+With `resume=True` a stopped run continues from its last completed epoch."""),
     code("""\
 keras.utils.set_random_seed(0)
 run_dir = Path(tempfile.mkdtemp(prefix="fcn-train-")) / "run"
@@ -267,8 +278,7 @@ measurement in a fresh subprocess so that each peak RSS (the process's high-wate
 `benchmarks/README.md` has the same measurement at up to 3,200 images.
 `FCN_NOTEBOOK_FAST=1` (set by the test) uses smaller sets; the saved outputs come from the
 default settings."""),
-    code("""\
-%matplotlib inline
+    setup("""\
 import inspect
 import os
 import sys
@@ -278,10 +288,10 @@ from pathlib import Path
 import fcn
 from fcn import plots
 
-sys.path.insert(0, str(Path.cwd().parent / "benchmarks"))
+sys.path.insert(0, str(Path.cwd().parent / "benchmarks"))  # benchmarks/loader_memory.py"""),
+    code("""\
 import loader_memory as bench
 
-FAST = os.environ.get("FCN_NOTEBOOK_FAST") == "1"  # the test's small settings
 SIZES = [25, 50, 100] if FAST else [50, 100, 200, 400]
 PIPELINES = {"naive": "cache everything", "streaming": "fcn.data.train_dataset"}
 print(inspect.getsource(bench.naive))
