@@ -92,7 +92,14 @@ def compiled_forward(model: keras.Model) -> Callable[[np.ndarray], tf.Tensor]:
     """
     forward = getattr(model, "_fcn_forward", None)
     if forward is None:
-        forward = tf.function(lambda images: model(images, training=False), reduce_retracing=True)
+        traced = tf.function(
+            lambda images: model(images, training=False),
+            input_signature=[tf.TensorSpec((None, None, None, 3), tf.float32)],
+        )  # one trace for every batch and image size
+
+        def forward(images):
+            return traced(tf.cast(images, tf.float32))
+
         object.__setattr__(model, "_fcn_forward", forward)
     return forward
 

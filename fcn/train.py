@@ -212,9 +212,9 @@ def train(
     if initial_epoch < epochs:
         dataset = strategy.distribute_datasets_from_function(input_fn(train_files, settings, seed))
         try:
-            model.fit(
+            model.fit(  # shuffle=False: the dataset already shuffles its file list
                 dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps,
-                callbacks=all_callbacks, verbose=verbose,
+                callbacks=all_callbacks, verbose=verbose, shuffle=False,
             )  # fmt: skip
         except tf.errors.ResourceExhaustedError as err:
             raise _out_of_memory(model, settings) from err
