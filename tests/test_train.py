@@ -256,3 +256,42 @@ def test_each_input_pipeline_reads_its_own_shard_of_the_files(shapes):
         assert images.shape == (2, 96, 96, 3)  # per-replica share of the global batch of 4
         seen.append({img.tobytes() for img in images.numpy()})
     assert not seen[0] & seen[1]
+
+
+def test_mixed_precision_training_keeps_float32_logits_and_scales_the_loss(shapes, tmp_path):
+    result = fcn.train(
+        train_files=shapes, val_files=(), run_dir=tmp_path, epochs=1, steps_per_epoch=2,
+        crop_size=64, batch_size=2, mixed_precision="mixed_float16", **TINY_RUN,
+    )  # fmt: skip
+    model = result.model
+    assert model.get_layer("conv1_1").compute_dtype == "float16"
+    assert model.get_layer("conv1_1").kernel.dtype == "float32"  # master weights stay float32
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert np.isfinite(result.history[0]["loss"])
+    assert model(np.zeros((1, 40, 50, 3), np.uint8)).dtype == tf.float32
+    assert keras.mixed_precision.global_policy().name == "float32"  # restored after training
+
+
+def test_memory_growth_is_enabled_for_every_gpu(monkeypatch):
+    gpus = ["GPU:0", "GPU:1"]
+    grown = []
+    monkeypatch.setattr(
+        tf.config, "list_physical_devices", lambda kind: gpus if kind == "GPU" else []
+    )
+    monkeypatch.setattr(
+        tf.config.experimental, "set_memory_growth", lambda d, on: grown.append((d, on))
+    )
+    fcn.device.enable_memory_growth()
+    assert grown == [("GPU:0", True), ("GPU:1", True)]
+
+    def too_late(device, enable):
+        raise RuntimeError("Physical devices cannot be modified after being initialized")
+
+    monkeypatch.setattr(tf.config.experimental, "set_memory_growth", too_late)
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind: [_FakeGpu()])
+    with pytest.warns(UserWarning, match="memory growth is off"):
+        fcn.device.enable_memory_growth()
+
+
+class _FakeGpu:
+    name = "/physical_device:GPU:0"
