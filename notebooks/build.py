@@ -292,7 +292,7 @@ sys.path.insert(0, str(Path.cwd().parent / "benchmarks"))  # benchmarks/loader_m
     code("""\
 import loader_memory as bench
 
-SIZES = [25, 50, 100] if FAST else [50, 100, 200, 400]
+SIZES = [25, 100] if FAST else [50, 100, 200, 400]
 PIPELINES = {"naive": "cache everything", "streaming": "fcn.data.train_dataset"}
 print(inspect.getsource(bench.naive))
 print(inspect.getsource(bench.streaming))"""),
