@@ -16,6 +16,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from fcn.recipes import segmentation_loss
+
 
 class OutOfMemoryError(RuntimeError):
     """A training step did not fit in device memory; the message says what would."""
@@ -120,7 +122,7 @@ def find_batch_size(
     num_classes = model.output_shape[-1]
     saved = model.get_weights()
     optimizer = keras.optimizers.SGD(1e-12, momentum=0.9)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    loss_fn = segmentation_loss()
     rng = np.random.default_rng(0)
     peaks: dict[int, int] = {}
 

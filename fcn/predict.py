@@ -17,13 +17,12 @@ import keras
 import numpy as np
 from PIL import Image, ImageOps
 
+from fcn.data.files import IMAGE_SUFFIXES
 from fcn.evaluate import DEFAULT_MAX_PIXELS
 from fcn.tiling import DEFAULT_MARGIN, predict_tiled
 
 DEFAULT_MODEL_FILE = "fcn8s-voc.keras"
 """Name of the trained VOC model that :func:`load_model` looks for in ``weights/``."""
-
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 
 ImageLike = str | os.PathLike | Image.Image | np.ndarray
 

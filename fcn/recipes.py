@@ -76,7 +76,8 @@ class Recipe:
         momentum: SGD momentum.
         poly_power: exponent of the poly schedule ``lr * (1 - step / steps) ** power``; None
             keeps the rate fixed.
-        augment: random scale / crop / flip (only with crops).
+        augment: random scale 0.5-2 before cropping (only with crops; the crop position and
+            the horizontal flip are random either way).
     """
 
     crop_size: int | None

@@ -77,12 +77,13 @@ def input_fn(files, recipe, seed):
         worker_seed = None if seed is None else seed + context.input_pipeline_id
         if recipe.crop_size is None:  # the paper: one whole image per step
             return data.eval_dataset(shard, shuffle=True, seed=worker_seed).batch(1).repeat()
+        fixed_scale = {} if recipe.augment else {"scale_range": (1.0, 1.0)}
         return data.train_dataset(
             shard,
             crop_size=recipe.crop_size,
             batch_size=context.get_per_replica_batch_size(recipe.batch_size),
             seed=worker_seed,
-            scale_range=(0.5, 2.0) if recipe.augment else (1.0, 1.0),
+            **fixed_scale,
         ).repeat()
 
     return dataset_fn

@@ -19,6 +19,7 @@ from conftest import write_shapes
 
 import fcn
 from fcn.checkpoint import read_state
+from fcn.classes import IGNORE_LABEL
 from fcn.device import _search
 from fcn.recipes import RECIPES, CaffeSGD, segmentation_loss
 from fcn.train import input_fn
@@ -88,9 +89,9 @@ def test_loss_ignores_void_and_averages_over_labelled_pixels():
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(2, 5, 6, 4)).astype(np.float32)
     labels = rng.integers(0, 4, (2, 5, 6)).astype(np.uint8)
-    labels[0, :2] = 255
+    labels[0, :2] = IGNORE_LABEL
     log_softmax = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-    valid = labels != 255
+    valid = labels != IGNORE_LABEL
     picked = np.take_along_axis(log_softmax, np.where(valid, labels, 0)[..., None], -1)[..., 0]
     expected = -picked[valid].mean()
     np.testing.assert_allclose(float(segmentation_loss()(labels, logits)), expected, rtol=1e-5)
