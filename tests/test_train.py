@@ -34,12 +34,13 @@ def shapes(tmp_path_factory):
 
 
 def test_width_reduced_fcn8s_overfits_to_mean_iou_above_09(shapes, tmp_path):
+    keras.utils.set_random_seed(0)  # unseeded, 100 steps ended between 0.89 and 0.95
     result = fcn.train(
         train_files=shapes, val_files=shapes, run_dir=tmp_path, weights=None, width=1 / 8,
-        num_classes=3, epochs=10, steps_per_epoch=10, crop_size=96, batch_size=4,
-        learning_rate=0.01, augment=False, val_every=10, verbose=0,
+        num_classes=3, epochs=12, steps_per_epoch=10, crop_size=96, batch_size=4,
+        learning_rate=0.01, augment=False, val_every=12, verbose=0,
     )  # fmt: skip
-    assert len(result.history) == 10
+    assert len(result.history) == 12
     assert result.history[-1]["val_mean_iou"] >= 0.9
     assert result.best_checkpoint == tmp_path / "best.keras"
     best = keras.models.load_model(result.best_checkpoint)
