@@ -1,0 +1,344 @@
+"""Exact FCN inference in memory bounded by the image width: the network streams through rows.
+
+An FCN's activations are largest where its resolution is: conv1_1 and conv1_2 output 64 float32
+channels per pixel of the input padded by 100 px per side, so conv1_2 alone needs 512 bytes per
+pixel, and fc6/fc7 (4096 channels at 1/32) another 32. Yet everything the coarse-to-fine fusion
+reads is small: score_fr, score_pool4 and score_pool3 hold C channels at 1/32, 1/16 and 1/8
+resolution, about 1.7 bytes per pixel for C = 21. :func:`compiled_forward` therefore runs
+
+1. the network from the input to ``score_fr`` as a stream: a band of input rows is
+   preprocessed, padded and sent through every layer in turn; each layer computes the output
+   rows that the rows it has seen determine and carries the last few input rows (at most
+   ``kernel - 1``) over to the next band, so nothing is computed twice and only one band of each
+   layer exists at a time. The per-pixel branches off the pools (score_pool4, score_pool3 and
+   the at-once scaling) run on each band as it passes; their outputs and score_fr are collected;
+2. the fusion (upscore2, the crops and sums, at 1/8 resolution and below) in one go;
+3. the last upsampling and the crop onto the input grid in bands of output rows, each band
+   reduced to class indices (``output="labels"``) before the next one is made, if asked.
+
+Every output row is computed from the same rows, weights and zero padding as in whole-image
+inference, so the result equals ``model(images, training=False)`` up to float summation order
+(``tests/test_forward.py``). Memory is a few bands of the widest layer plus ~2 bytes per pixel
+(``benchmarks/README.md``). A model without the layers of :func:`fcn.build_model` runs whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from fcn.layers import Scale
+from fcn.vgg16 import VGG_BLOCKS
+
+BAND_BYTES = 16 * 2**20
+"""Size of one band of the widest activation (conv1's output; the upsampled logits), bytes.
+Bands of every layer exist at once, so peak memory grows with it; smaller bands only mean
+more, shorter kernel calls (never fewer than 8 input rows)."""
+
+Output = Literal["logits", "labels"]
+
+
+def _body_names() -> list[str]:
+    names = []
+    for block, (convs, _) in enumerate(VGG_BLOCKS, 1):
+        names += [f"conv{block}_{i}" for i in range(1, convs + 1)] + [f"pool{block}"]
+    return names
+
+
+def _is_pool(layer) -> bool:
+    return isinstance(layer, keras.layers.MaxPooling2D)
+
+
+def _is_pointwise(layer) -> bool:
+    return isinstance(layer, (keras.layers.Dropout, Scale)) or (
+        _is_conv(layer) and layer.kernel_size == (1, 1)
+    )
+
+
+def _is_conv(layer) -> bool:
+    return (
+        type(layer) is keras.layers.Conv2D
+        and layer.strides == (1, 1)
+        and layer.dilation_rate == (1, 1)
+        and layer.kernel_size[0] == layer.kernel_size[1]
+        and layer.kernel_size[0] % 2 == 1
+    )
+
+
+def _streamable(layer) -> bool:
+    if _is_pool(layer):
+        return layer.pool_size == layer.strides and layer.padding == "same"
+    return _is_conv(layer) or _is_pointwise(layer)
+
+
+def _output_size(layer, size):
+    """Output height (or width) of a streamable ``layer`` for ``size`` input rows (columns)."""
+    if _is_pool(layer):
+        return -(-size // layer.strides[0])
+    if _is_conv(layer) and layer.padding == "valid":
+        return size - layer.kernel_size[0] + 1
+    return size
+
+
+def _conv_rows(layer: keras.layers.Conv2D, rows, top, bottom):
+    """``layer`` on ``rows`` with ``top``/``bottom`` rows of zero padding (0 where real rows
+    lie beyond the band: those are in ``rows`` already) and its own column padding."""
+    side = layer.kernel_size[0] // 2 if layer.padding == "same" else 0
+    dtype = layer.compute_dtype
+    rows = tf.pad(tf.cast(rows, dtype), [[0, 0], [top, bottom], [side, side], [0, 0]])
+    out = tf.nn.conv2d(rows, tf.cast(layer.kernel.value, dtype), 1, "VALID")
+    if layer.use_bias:
+        out = tf.nn.bias_add(out, tf.cast(layer.bias.value, dtype))
+    return layer.activation(out)
+
+
+def _step(layer, rows, start, done, total):
+    """Advance one streamed ``layer`` by one band.
+
+    Args:
+        rows: the layer's input rows ``[start, end)``, carried over or new.
+        done: output rows made so far.
+        total: the height of the layer's whole input.
+
+    Returns:
+        The new output rows, the new ``done``, and the start and rows to carry over.
+    """
+    end = start + tf.shape(rows)[1]
+    if _is_pointwise(layer) and not _is_conv(layer):
+        return layer(rows, training=False), end, end, rows[:, end - start :]
+    last = tf.equal(end, total)
+    if _is_pool(layer):
+        step = layer.strides[0]
+        stop = tf.where(last, -(-total // step), end // step)
+        first, read_to = step * done, tf.minimum(step * stop, end)
+        carry_from = step * stop
+
+        def make():  # the layer's own "same" padding adds the odd last row, if any
+            return layer(rows[:, first - start : read_to - start])
+
+    else:
+        half = layer.kernel_size[0] // 2
+        if layer.padding == "valid":
+            stop = tf.maximum(end - 2 * half, done)
+            first, read_to, top, bottom = done, end, 0, 0
+            carry_from = stop
+        else:
+            stop = tf.where(last, total, tf.maximum(end - half, done))
+            first, read_to = tf.maximum(done - half, 0), tf.minimum(stop + half, total)
+            top, bottom = half - (done - first), stop + half - read_to
+            carry_from = tf.maximum(stop - half, 0)
+
+        def make():
+            return _conv_rows(layer, rows[:, first - start : read_to - start], top, bottom)
+
+    shape = tf.shape(rows)
+    channels = rows.shape[-1] if _is_pool(layer) else layer.filters
+    empty = tf.zeros([shape[0], 0, _output_size(layer, shape[2]), channels], layer.compute_dtype)
+    new = tf.cond(stop > done, make, lambda: empty)
+    return new, stop, carry_from, rows[:, carry_from - start :]
+
+
+def _rows_first(x):
+    """Swap the batch and row axes (TensorArray.concat joins along axis 0)."""
+    return tf.transpose(x, [1, 0, *range(2, len(x.shape))])
+
+
+class _StreamedFCN:
+    """The three stages of the module docstring, for one FCN built by :func:`fcn.build_model`."""
+
+    def __init__(self, model: keras.Model):
+        def consumers(layer) -> list:
+            return [
+                other
+                for other in model.layers
+                if any(t is layer.output for t in tf.nest.flatten(other.input))
+            ]
+
+        self.preprocess = model.get_layer("preprocess")
+        padding = model.get_layer("pad").padding  # ((top, bottom), (left, right))
+        self.pad = padding[0][0]
+        self.chain = [model.get_layer(name) for name in _body_names()]
+        while len(following := consumers(self.chain[-1])) == 1 and _streamable(following[0]):
+            self.chain += following  # fc6, drop6, fc7, drop7, score_fr
+        self.branches: dict[int, list] = {}  # chain index -> per-pixel layers fed by it
+        for i, layer in enumerate(self.chain[:-1]):
+            for branch in consumers(layer):
+                if branch is self.chain[i + 1]:
+                    continue
+                path = [branch]
+                while len(following := consumers(path[-1])) == 1 and _is_pointwise(following[0]):
+                    path += following
+                self.branches[i] = path
+        self.supported = set(np.ravel(padding)) == {self.pad}
+        self.supported &= all(_streamable(layer) for layer in self.chain) and all(
+            _is_pointwise(layer) for path in self.branches.values() for layer in path
+        )
+        crop = model.get_layer("score")
+        (self.upscore,) = [layer for layer in model.layers if layer.output is crop.input[0]]
+        self.supported &= (
+            isinstance(self.upscore, keras.layers.Conv2DTranspose)
+            and self.upscore.padding == "valid"
+        )
+        self.offset = crop.offset
+        taps = [path[-1].output for path in self.branches.values()] + [self.chain[-1].output]
+        self.fusion = keras.Model(taps, self.upscore.input) if len(taps) > 1 else None
+
+    def input_rows(self, images, lo, hi):
+        """Rows ``[lo, hi)`` of the preprocessed, padded images (what conv1_1 reads)."""
+        height, pad = tf.shape(images)[1], self.pad
+        first, stop = tf.clip_by_value(lo - pad, 0, height), tf.clip_by_value(hi - pad, 0, height)
+        rows = self.preprocess(images[:, first:stop])
+        top = tf.clip_by_value(pad - lo, 0, hi - lo)
+        bottom = hi - lo - top - (stop - first)
+        return tf.pad(rows, [[0, 0], [top, bottom], [pad, pad], [0, 0]])
+
+    def stream(self, images) -> list:
+        """The outputs of the branches and of the chain's end, whole, for ``images``."""
+        shape = tf.shape(images)
+        total = [shape[1] + 2 * self.pad]
+        widths = [shape[2] + 2 * self.pad]
+        for layer in self.chain[:-1]:
+            total.append(_output_size(layer, total[-1]))
+            widths.append(_output_size(layer, widths[-1]))
+        row_bytes = shape[0] * widths[0] * self.chain[0].filters * 4
+        chunk = tf.maximum(8, BAND_BYTES // row_bytes)
+        count = -(-total[0] // chunk)
+        taps = [*self.branches, len(self.chain) - 1]
+
+        def band(i, dones, starts, carries, parts):
+            new = self.input_rows(images, i * chunk, tf.minimum((i + 1) * chunk, total[0]))
+            dones, starts, carries, parts = list(dones), list(starts), list(carries), list(parts)
+            for k, layer in enumerate(self.chain):
+                rows = tf.concat([carries[k], new], axis=1)
+                new, dones[k], starts[k], carries[k] = _step(
+                    layer, rows, starts[k], dones[k], total[k]
+                )
+                if k in taps:
+                    out = new
+                    for branch in self.branches.get(k, []):
+                        out = branch(out, training=False)
+                    j = taps.index(k)
+                    parts[j] = parts[j].write(i, _rows_first(out))
+            return i + 1, dones, starts, carries, parts
+
+        carries, channels, dtype = [], 3, self.preprocess.compute_dtype
+        for k, layer in enumerate(self.chain):
+            carries.append(tf.zeros([shape[0], 0, widths[k], channels], dtype))
+            channels = layer.filters if _is_conv(layer) else channels
+            dtype = layer.compute_dtype
+        dtypes = [self.branches[k][-1].compute_dtype for k in self.branches] + [dtype]
+        parts = [
+            tf.TensorArray(d, size=count, infer_shape=False, element_shape=[None] * 4)
+            for d in dtypes
+        ]
+        zeros = [tf.constant(0)] * len(self.chain)
+        scalars = [tf.TensorShape([])] * len(self.chain)
+        invariants = (
+            tf.TensorShape([]),
+            scalars,
+            scalars,
+            [tf.TensorShape([None, None, None, c.shape[-1]]) for c in carries],
+            [tf.TensorShape(None)] * len(parts),
+        )
+        *_, parts = tf.while_loop(
+            lambda i, *_: i < count,
+            band,
+            (tf.constant(0), zeros, zeros, carries, parts),
+            shape_invariants=invariants,
+            parallel_iterations=1,
+        )
+        return [_rows_first(p.concat()) for p in parts]
+
+    def __call__(self, images, output: Output):
+        taps = self.stream(images)
+        scores = self.fusion(taps, training=False) if self.fusion else taps[0]
+        return self.head(scores, tf.shape(images), output)
+
+    def head(self, scores, image_shape, output: Output):
+        """The last upsampler and the crop onto the image, in bands of output rows."""
+        up, offset = self.upscore, self.offset
+        size, step = up.kernel_size[0], up.strides[0]
+        height, width = image_shape[1], image_shape[2]
+        last = tf.shape(scores)[1] - 1
+        row_bytes = image_shape[0] * (width + 2 * offset) * up.filters * 4 * 2
+        band = tf.maximum(step, BAND_BYTES // row_bytes)
+
+        def one(lo, hi):
+            first = tf.maximum(-((size - 1 - lo - offset) // step), 0)
+            stop = tf.minimum((hi + offset - 1) // step, last) + 1
+            logits = up(scores[:, first:stop])
+            top = lo + offset - step * first
+            logits = tf.cast(logits[:, top : top + hi - lo, offset : offset + width], "float32")
+            return tf.argmax(logits, -1, output_type=tf.int32) if output == "labels" else logits
+
+        if output == "labels":
+            return _in_bands(height, band, one, tf.int32, 3)
+        return _in_bands(height, band, one, tf.float32, 4)
+
+
+def _in_bands(rows, band, compute: Callable, dtype, rank: int):
+    """``compute(lo, hi)`` for consecutive bands of at most ``band`` rows covering ``[0, rows)``,
+    one band at a time, concatenated along axis 1. Each result has ``dtype`` and ``rank``."""
+
+    def body(i, parts):
+        lo = i * band
+        return i + 1, parts.write(i, _rows_first(compute(lo, tf.minimum(lo + band, rows))))
+
+    count = -(-rows // band)
+    parts = tf.TensorArray(dtype, size=count, infer_shape=False, element_shape=[None] * rank)
+    _, parts = tf.while_loop(lambda i, _: i < count, body, (0, parts), parallel_iterations=1)
+    return _rows_first(parts.concat())
+
+
+def _streamed(model: keras.Model) -> _StreamedFCN | None:
+    """The streamed form of ``model``, or None if it lacks the FCN layers that streaming needs."""
+    names = {layer.name for layer in model.layers}
+    if not {"preprocess", "pad", "score", *_body_names()} <= names:
+        return None
+    streamed = _StreamedFCN(model)
+    return streamed if streamed.supported else None
+
+
+def compiled_forward(
+    model: keras.Model, output: Output = "logits"
+) -> Callable[[np.ndarray], tf.Tensor]:
+    """Inference with ``model`` as a ``tf.function``: one trace per input dtype for every batch
+    and image size.
+
+    Args:
+        model: an FCN from :func:`fcn.build_model` (or any image -> logits model, run whole).
+        output: ``"logits"``: float32 (N, H, W, C); ``"labels"``: their argmax, int32
+            (N, H, W), taken band by band so that the logits never exist whole.
+
+    Returns:
+        A function of RGB images (N, H, W, 3), uint8 (kept uint8 until each band is read) or
+        float 0..255, to the output above. The function is cached on the model, outside Keras'
+        attribute tracking.
+    """
+    cache = model.__dict__.setdefault("_fcn_forward", {})
+    if output not in cache:
+        streamed = _streamed(model)
+
+        def run(images):
+            if streamed is not None:
+                return streamed(images, output)
+            logits = model(tf.cast(images, tf.float32), training=False)
+            return tf.argmax(logits, -1, output_type=tf.int32) if output == "labels" else logits
+
+        traced = {
+            dtype: tf.function(run, input_signature=[tf.TensorSpec((None, None, None, 3), dtype)])
+            for dtype in (tf.uint8, tf.float32)
+        }
+
+        def forward(images):
+            images = tf.convert_to_tensor(images)
+            if images.dtype != tf.uint8:
+                images = tf.cast(images, tf.float32)
+            return traced[images.dtype](images)
+
+        cache[output] = forward
+    return cache[output]
