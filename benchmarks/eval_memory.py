@@ -5,15 +5,15 @@ Part 1 (scaling): synthetic VOC-layout validation sets (JPEG + palette PNG, 500x
 width-1/16 FCN-8s (same graph as the paper's, so the same geometry; the point is how memory
 grows with the number of images). Every (evaluator, size) runs in a fresh subprocess.
 
-Part 2 (one huge image): a 4000x3000 image through the full-size FCN-8s (weights=None) in tiles,
-for each ``--big-max-pixels`` budget. ``--big-tiles N`` runs only the N largest tiles: tiles run
-one at a time, so the largest sets the peak, and the whole image takes hours of this CPU at the
-smallest budget; the total time is projected from their seconds per tile.
+Part 2 (one huge image): a 4000x3000 image and its label map through the full-size FCN-8s
+(weights=None), each ``--big`` run in a fresh process: ``fcn.evaluate`` with its default budget
+(the image streams through whole, :mod:`fcn.forward`), ``fcn.evaluate`` with 2,000,000-pixel
+tiles, and Keras' own forward pass of the whole image.
 
 Peak RSS is the kernel's VmHWM, reset (``/proc/self/clear_refs``) after the model is built, so
 it covers evaluation only: the model's resting footprint is in it, building it is not.
 
-Usage: python benchmarks/eval_memory.py [--sizes 100 400 1600] [--big-tiles 3]
+Usage: python benchmarks/eval_memory.py [--sizes 100 400 1600] [--big 'fcn.evaluate:0' ...]
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import math
 import os
 import subprocess
 import sys
@@ -70,7 +69,7 @@ def naive_evaluate(model, dataset) -> float:
     """The keep-everything way (pytorch-fcn): every label and int64 prediction kept, then
     score.py's histogram over all of them. Returns mean IoU."""
     from fcn.metrics import scores
-    from fcn.tiling import compiled_forward
+    from fcn.forward import compiled_forward
 
     forward = compiled_forward(model)
     labels, predictions = [], []
@@ -104,14 +103,19 @@ def scaling_worker(method: str, root: str, count: int) -> dict:
             "images_per_s": count / seconds, "mean_iou": mean_iou}  # fmt: skip
 
 
-def big_worker(max_pixels: int, tiles: int) -> dict:
-    """The largest ``tiles`` tiles (0: all) of one 4000x3000 image through the full FCN-8s,
-    each reduced to confusion counts as evaluate() does. Projected time: every tile as slow as
-    the largest (an upper bound)."""
+def big_worker(method: str, max_pixels: int) -> dict:
+    """One 4000x3000 image and label map through the full FCN-8s (weights=None).
+
+    ``fcn.evaluate``: the real call, with ``max_pixels`` (0: the default budget, under which the
+    image streams through whole). ``keras whole``: Keras' own forward pass of the whole image as
+    one graph (``tf.function`` of ``model(image)``), then the same confusion matrix.
+    """
     import tensorflow as tf
 
-    from fcn.metrics import confusion_counts
-    from fcn.tiling import DEFAULT_MARGIN, compiled_forward, plan_tiles
+    from fcn.evaluate import evaluate
+    from fcn.forward import default_max_pixels
+    from fcn.metrics import confusion_counts, scores
+    from fcn.tiling import plan_tiles
 
     height, width = 3000, 4000
     rng = np.random.default_rng(0)
@@ -119,34 +123,21 @@ def big_worker(max_pixels: int, tiles: int) -> dict:
     image = np.asarray(coarse.resize((width, height), Image.BILINEAR))
     label = rng.integers(0, NUM_CLASSES, (height, width)).astype(np.uint8)
     model = random_model(1.0)
-    forward = compiled_forward(model)
-
-    def area(tile) -> int:
-        return (tile.source[0].stop - tile.source[0].start) * (
-            tile.source[1].stop - tile.source[1].start
-        )
-
-    plan = sorted(plan_tiles(height, width, max_pixels, DEFAULT_MARGIN), key=area, reverse=True)
+    max_pixels = max_pixels or default_max_pixels(model)
     rest = memory_mib()["VmRSS"]
     reset_peak()
-    confusion = tf.Variable(tf.zeros((NUM_CLASSES, NUM_CLASSES), tf.int64))
-    times, first_peak = [], 0.0
-    for tile in plan[: tiles or None]:
-        if len(times) == 1:  # the first tile also traced the graph
-            first_peak = memory_mib()["VmHWM"]
-            reset_peak()
-        start = time.perf_counter()
-        logits = forward(image[None, tile.source[0], tile.source[1]])[0]
-        kept = logits[tile.keep[0], tile.keep[1]]
-        confusion.assign_add(confusion_counts(label[tile.region], kept, NUM_CLASSES))
-        times.append(time.perf_counter() - start)
-    per_tile = float(np.mean(times[1:] or times))
-    rows, cols = plan[0].source
-    return {"max_pixels": max_pixels, "tiles_total": len(plan), "tiles_run": len(times),
-            "largest_tile": f"{rows.stop - rows.start}x{cols.stop - cols.start}",
-            "rest_mib": rest, "first_tile_peak_mib": first_peak or memory_mib()["VmHWM"],
-            "steady_peak_mib": memory_mib()["VmHWM"], "s_per_tile": per_tile,
-            "projected_s": per_tile * len(plan)}  # fmt: skip
+    start = time.perf_counter()
+    if method == "fcn.evaluate":
+        mean_iou = evaluate(model, [(image, label)], max_pixels=max_pixels).mean_iou
+        passes = len(plan_tiles(height, width, max_pixels))
+    else:
+        forward = tf.function(lambda x: model(x, training=False))
+        logits = forward(tf.constant(image[None], tf.float32))
+        mean_iou = scores(confusion_counts(label[None], logits, NUM_CLASSES).numpy()).mean_iou
+        passes = 1
+    return {"method": method, "max_pixels": max_pixels, "passes": passes, "rest_mib": rest,
+            "peak_mib": memory_mib()["VmHWM"], "seconds": time.perf_counter() - start,
+            "mean_iou": mean_iou}  # fmt: skip
 
 
 def run_worker(*args: str) -> dict:
@@ -159,14 +150,16 @@ def run_worker(*args: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[100, 400, 1600])
-    parser.add_argument("--big-max-pixels", type=int, nargs="*", default=[544 * 544, 1024 * 1024])
-    parser.add_argument("--big-tiles", type=int, default=3, help="0: the whole image")
+    parser.add_argument(
+        "--big", nargs="*", default=["fcn.evaluate:0", "fcn.evaluate:2000000", "keras whole:0"],
+        help="METHOD:MAX_PIXELS runs on one 4000x3000 image (0: the default budget)",
+    )  # fmt: skip
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         kind, *rest = args.worker
         result = scaling_worker(rest[0], rest[1], int(rest[2])) if kind == "scaling" else (
-            big_worker(int(rest[0]), int(rest[1])))  # fmt: skip
+            big_worker(rest[0], int(rest[1])))  # fmt: skip
         print(json.dumps(result))
         return
 
@@ -184,11 +177,9 @@ def main() -> None:
             growth = (mine[-1]["peak_mib"] - mine[0]["peak_mib"]) / (
                 mine[-1]["images"] - mine[0]["images"])  # fmt: skip
             print(f"{method}: peak RSS growth {growth:.4f} MiB per image")
-    for max_pixels in args.big_max_pixels:
-        result = run_worker("big", str(max_pixels), str(args.big_tiles))
-        print(json.dumps(result), flush=True)
-        hours = result["projected_s"] / 3600
-        print(f"4000x3000, max_pixels={max_pixels}: {math.ceil(hours * 60)} min projected")
+    for run in args.big:
+        method, max_pixels = run.rsplit(":", 1)
+        print(json.dumps(run_worker("big", method, max_pixels)), flush=True)
 
 
 if __name__ == "__main__":

@@ -173,7 +173,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help=".keras model file")
     p.add_argument("data", help="VOCdevkit/VOC2012 folder")
     p.add_argument("--split", default="val")
-    p.add_argument("--max-pixels", type=int, default=2_000_000, help="pixels per forward pass")
+    p.add_argument(
+        "--max-pixels",
+        type=int,
+        help="pixels per forward pass (default: whole photos up to 25M px for an FCN)",
+    )
     p.add_argument("--json", help="write the full result as JSON here")
     p.add_argument("--plot", help="write the confusion matrix as PNG here")
 
@@ -181,7 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("images", nargs="+", help="image files or folders")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--model", help=".keras model (default: weights/fcn8s-voc.keras)")
-    p.add_argument("--max-pixels", type=int, default=2_000_000, help="larger images are tiled")
+    p.add_argument(
+        "--max-pixels", type=int, help="larger images are tiled (default: 25M px for an FCN)"
+    )
 
     p = command("find-batch-size", _cmd_find_batch_size, "probe the largest batch that fits")
     p.add_argument("--model", help=".keras model (default: a fresh full-size --variant)")

@@ -4,9 +4,11 @@ Images are scored against their original label maps. Each forward pass reads at 
 ``max_pixels`` input pixels: images of identical size are batched together (an FCN's logits at a
 pixel depend on pixels ~220 away, so padding images to a common canvas would change them; equal
 sizes keep batching exact), every other image runs alone, and an image larger than the budget
-runs in overlapping tiles (:mod:`fcn.tiling`). On the device, logits become an argmax and then
-int64 confusion counts; only the (C, C) matrix is kept. Peak memory is one chunk plus a small
-buffer of not yet batched uint8 images, whatever the number of images.
+runs in overlapping tiles (:mod:`fcn.tiling`). The forward pass streams through the image in
+bands of rows and leaves only class indices (:mod:`fcn.forward`); on the device they become
+int64 confusion counts, :data:`CONFUSION_PIXELS` at a time; only the (C, C) matrix is kept.
+Peak memory is one chunk plus a small buffer of not yet batched uint8 images, whatever the
+number of images.
 """
 
 from __future__ import annotations
@@ -19,14 +21,13 @@ import numpy as np
 import tensorflow as tf
 
 from fcn.classes import NUM_CLASSES, VOC_CLASSES
-from fcn.metrics import confusion_counts
+from fcn.forward import compiled_forward, default_max_pixels
+from fcn.metrics import confusion_matrix
 from fcn.results import EvaluationResult
-from fcn.tiling import DEFAULT_MARGIN, compiled_forward, predict_tiled
+from fcn.tiling import DEFAULT_MARGIN, predict_tiled
 
-DEFAULT_MAX_PIXELS = 2_000_000
-"""Input pixels per forward pass (batch x H x W): ten VOC images. The full FCN-8s on CPU needs
-about 0.53 KiB of activations per pixel of the input padded by 100 px per side, so ~2 GiB here
-on top of its 0.5 GiB of weights; see benchmarks/README.md for tighter budgets."""
+CONFUSION_PIXELS = 2**20
+"""Pixels per confusion-matrix update: its int32 temporaries stay near 20 MB for any image."""
 
 BUFFER_CHUNKS = 4
 """Images waiting for a batch mate of the same size hold at most this many chunks of pixels."""
@@ -76,7 +77,7 @@ def evaluate(
     data: str | os.PathLike | tf.data.Dataset | Iterable[tuple[np.ndarray, np.ndarray]],
     split: str = "val",
     *,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
+    max_pixels: int | None = None,
     margin: int = DEFAULT_MARGIN,
     class_names: tuple[str, ...] | None = None,
 ) -> EvaluationResult:
@@ -90,7 +91,8 @@ def evaluate(
             indices, 255 (or anything >= C) not scored. Sizes may differ from pair to pair.
         split: VOC image set when ``data`` is a root (``"val"``, ``"train"``, ...).
         max_pixels: most input pixels per forward pass (batch x H x W); bounds peak memory.
-            Larger images run in tiles of at most this size.
+            Larger images run in tiles of at most this size. Default:
+            :func:`fcn.forward.default_max_pixels`.
         margin: context (pixels, multiple of 32) around each tile; see :mod:`fcn.tiling`.
         class_names: C names for the report; default :data:`fcn.classes.VOC_CLASSES` when
             C = 21, else ``class_0``, ``class_1``, ...
@@ -104,7 +106,15 @@ def evaluate(
         generic = tuple(f"class_{i}" for i in range(num_classes))
         class_names = VOC_CLASSES if num_classes == NUM_CLASSES else generic
     confusion = tf.Variable(tf.zeros((num_classes, num_classes), tf.int64), trainable=False)
-    forward = compiled_forward(model)
+    forward = compiled_forward(model, "labels")
+    if max_pixels is None:
+        max_pixels = default_max_pixels(model)
+
+    def count(labels, predictions):
+        labels, predictions = np.reshape(labels, [-1]), tf.reshape(predictions, [-1])
+        for start in range(0, labels.size, CONFUSION_PIXELS):
+            part = slice(start, start + CONFUSION_PIXELS)
+            confusion.assign_add(confusion_matrix(labels[part], predictions[part], num_classes))
 
     num_images = 0
 
@@ -115,11 +125,13 @@ def evaluate(
             if image.shape[0] * image.shape[1] <= max_pixels:
                 yield image, label
                 continue
-            for (rows, cols), logits in predict_tiled(model, image, max_pixels, margin):
-                confusion.assign_add(confusion_counts(label[rows, cols], logits, num_classes))
+            for (rows, cols), predictions in predict_tiled(
+                model, image, max_pixels, margin, "labels"
+            ):
+                count(label[rows, cols], predictions)
 
     for images, labels in _batches(counted(_pairs(data, split)), max_pixels):
-        confusion.assign_add(confusion_counts(labels, forward(images), num_classes))
+        count(labels, forward(images))
     return EvaluationResult(confusion.numpy(), tuple(class_names), num_images)
 
 

@@ -34,10 +34,22 @@ import tensorflow as tf
 from fcn.layers import Scale
 from fcn.vgg16 import VGG_BLOCKS
 
-BAND_BYTES = 16 * 2**20
+BAND_BYTES = 4 * 2**20
 """Size of one band of the widest activation (conv1's output; the upsampled logits), bytes.
 Bands of every layer exist at once, so peak memory grows with it; smaller bands only mean
 more, shorter kernel calls (never fewer than 8 input rows)."""
+
+STREAMED_MAX_PIXELS = 25_000_000
+"""Default pixel budget of a forward pass of a streamed FCN: a 6000x4000 photo whole. Beyond the
+bands, streaming needs ~10 bytes per input pixel (see benchmarks/README.md)."""
+
+WHOLE_MAX_PIXELS = 2_000_000
+"""Default pixel budget for a model that runs whole: ten VOC images. The full FCN-8s run whole
+needs ~0.55 KiB per pixel of the input padded by 100 px per side, ~1 GiB here."""
+
+MIN_ROWS = 8
+"""Least output rows per call of a streamed layer (but its last): the deep, low-resolution
+layers wait for this many instead of running on one row at a time."""
 
 Output = Literal["logits", "labels"]
 
@@ -110,12 +122,18 @@ def _step(layer, rows, start, done, total):
     end = start + tf.shape(rows)[1]
     if _is_pointwise(layer) and not _is_conv(layer):
         return layer(rows, training=False), end, end, rows[:, end - start :]
-    last = tf.equal(end, total)
+    out_total, last = _output_size(layer, total), tf.equal(end, total)
+    if _is_pool(layer):
+        ready = tf.where(last, out_total, end // layer.strides[0])
+    elif layer.padding == "valid":
+        ready = end - layer.kernel_size[0] + 1
+    else:
+        ready = tf.where(last, total, end - layer.kernel_size[0] // 2)
+    stop = tf.where((ready - done >= MIN_ROWS) | tf.equal(ready, out_total), ready, done)
+    stop = tf.maximum(stop, done)
     if _is_pool(layer):
         step = layer.strides[0]
-        stop = tf.where(last, -(-total // step), end // step)
-        first, read_to = step * done, tf.minimum(step * stop, end)
-        carry_from = step * stop
+        first, read_to, carry_from = step * done, tf.minimum(step * stop, end), step * stop
 
         def make():  # the layer's own "same" padding adds the odd last row, if any
             return layer(rows[:, first - start : read_to - start])
@@ -123,11 +141,9 @@ def _step(layer, rows, start, done, total):
     else:
         half = layer.kernel_size[0] // 2
         if layer.padding == "valid":
-            stop = tf.maximum(end - 2 * half, done)
-            first, read_to, top, bottom = done, end, 0, 0
+            first, read_to, top, bottom = done, stop + 2 * half, 0, 0
             carry_from = stop
         else:
-            stop = tf.where(last, total, tf.maximum(end - half, done))
             first, read_to = tf.maximum(done - half, 0), tf.minimum(stop + half, total)
             top, bottom = half - (done - first), stop + half - read_to
             carry_from = tf.maximum(stop - half, 0)
@@ -140,6 +156,16 @@ def _step(layer, rows, start, done, total):
     empty = tf.zeros([shape[0], 0, _output_size(layer, shape[2]), channels], layer.compute_dtype)
     new = tf.cond(stop > done, make, lambda: empty)
     return new, stop, carry_from, rows[:, carry_from - start :]
+
+
+def _label_dtype(num_classes: int) -> tf.DType:
+    return tf.uint8 if num_classes <= 256 else tf.int32
+
+
+def _argmax(logits):
+    """Class indices of (..., C) logits: uint8 up to 256 classes, else int32."""
+    indices = tf.argmax(logits, -1, output_type=tf.int32)
+    return tf.cast(indices, _label_dtype(logits.shape[-1]))
 
 
 def _rows_first(x):
@@ -273,10 +299,10 @@ class _StreamedFCN:
             logits = up(scores[:, first:stop])
             top = lo + offset - step * first
             logits = tf.cast(logits[:, top : top + hi - lo, offset : offset + width], "float32")
-            return tf.argmax(logits, -1, output_type=tf.int32) if output == "labels" else logits
+            return _argmax(logits) if output == "labels" else logits
 
         if output == "labels":
-            return _in_bands(height, band, one, tf.int32, 3)
+            return _in_bands(height, band, one, _label_dtype(up.filters), 3)
         return _in_bands(height, band, one, tf.float32, 4)
 
 
@@ -295,12 +321,20 @@ def _in_bands(rows, band, compute: Callable, dtype, rank: int):
 
 
 def _streamed(model: keras.Model) -> _StreamedFCN | None:
-    """The streamed form of ``model``, or None if it lacks the FCN layers that streaming needs."""
-    names = {layer.name for layer in model.layers}
-    if not {"preprocess", "pad", "score", *_body_names()} <= names:
-        return None
-    streamed = _StreamedFCN(model)
-    return streamed if streamed.supported else None
+    """The streamed form of ``model`` (cached on it), or None if it lacks the FCN layers that
+    streaming needs."""
+    if "_fcn_streamed" not in model.__dict__:  # outside Keras' attribute tracking
+        names = {layer.name for layer in model.layers}
+        streamed = None
+        if {"preprocess", "pad", "score", *_body_names()} <= names:
+            streamed = _StreamedFCN(model)
+        model.__dict__["_fcn_streamed"] = streamed if streamed and streamed.supported else None
+    return model.__dict__["_fcn_streamed"]
+
+
+def default_max_pixels(model: keras.Model) -> int:
+    """:data:`STREAMED_MAX_PIXELS` for a model that streams, else :data:`WHOLE_MAX_PIXELS`."""
+    return STREAMED_MAX_PIXELS if _streamed(model) is not None else WHOLE_MAX_PIXELS
 
 
 def compiled_forward(
@@ -311,8 +345,9 @@ def compiled_forward(
 
     Args:
         model: an FCN from :func:`fcn.build_model` (or any image -> logits model, run whole).
-        output: ``"logits"``: float32 (N, H, W, C); ``"labels"``: their argmax, int32
-            (N, H, W), taken band by band so that the logits never exist whole.
+        output: ``"logits"``: float32 (N, H, W, C); ``"labels"``: their argmax (N, H, W),
+            uint8 (int32 above 256 classes), taken band by band so that the logits never exist
+            whole.
 
     Returns:
         A function of RGB images (N, H, W, 3), uint8 (kept uint8 until each band is read) or
@@ -327,7 +362,7 @@ def compiled_forward(
             if streamed is not None:
                 return streamed(images, output)
             logits = model(tf.cast(images, tf.float32), training=False)
-            return tf.argmax(logits, -1, output_type=tf.int32) if output == "labels" else logits
+            return _argmax(logits) if output == "labels" else logits
 
         traced = {
             dtype: tf.function(run, input_signature=[tf.TensorSpec((None, None, None, 3), dtype)])

@@ -45,22 +45,27 @@ def scores(confusion: np.ndarray) -> Scores:
     return Scores(float(acc), float(acc_cls), float(mean_iu), float(fwavacc), iu)
 
 
-def confusion_counts(labels, logits, num_classes: int) -> tf.Tensor:
-    """Confusion matrix of one batch, on the device: int64 (num_classes, num_classes).
+def confusion_matrix(labels, predictions, num_classes: int) -> tf.Tensor:
+    """Confusion matrix of one batch of class indices, on the device: int64 (C, C).
 
     Args:
-        labels: integer class indices, any shape (e.g. (N, H, W) uint8); values outside
+        labels: ground-truth class indices, any shape (e.g. (N, H, W) uint8); values outside
             ``0 .. num_classes - 1`` are ignored.
-        logits: scores with the same leading shape plus a class axis, (..., num_classes);
-            the prediction is their argmax, which is all that leaves the device.
+        predictions: predicted class indices, the same number of elements.
     """
     labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
-    predictions = tf.reshape(tf.argmax(logits, axis=-1, output_type=tf.int32), [-1])
+    predictions = tf.reshape(tf.cast(predictions, tf.int32), [-1])
     valid = (labels >= 0) & (labels < num_classes)
     index = tf.boolean_mask(labels * num_classes + predictions, valid)
     size = num_classes * num_classes
     counts = tf.math.bincount(index, minlength=size, maxlength=size, dtype=tf.int64)
     return tf.reshape(counts, (num_classes, num_classes))
+
+
+def confusion_counts(labels, logits, num_classes: int) -> tf.Tensor:
+    """:func:`confusion_matrix` of ``labels`` and the argmax of ``logits`` (..., C), on the
+    device, so that only the prediction leaves the logits."""
+    return confusion_matrix(labels, tf.argmax(logits, axis=-1, output_type=tf.int32), num_classes)
 
 
 @keras.saving.register_keras_serializable(package="fcn")

@@ -1,9 +1,10 @@
 """``fcn.predict``: label maps at the original resolution for paths, PIL images or arrays.
 
 Every image is read as RGB (EXIF orientation applied; grayscale, palette, RGBA and CMYK
-converted), run through the model whole or, above ``max_pixels``, in the overlapping tiles of
-:mod:`fcn.tiling`, and reduced to a uint8 argmax per tile, so no full-size float array exists
-unless probabilities are asked for. :func:`predict_files` streams a folder of any size.
+converted), run through the model whole (streamed in bands of rows, :mod:`fcn.forward`) or,
+above ``max_pixels``, in the overlapping tiles of :mod:`fcn.tiling`, and reduced to class
+indices band by band, so no full-size float array exists unless probabilities are asked for.
+:func:`predict_files` streams a folder of any size.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from fcn.data.files import IMAGE_SUFFIXES
-from fcn.evaluate import DEFAULT_MAX_PIXELS
+from fcn.forward import default_max_pixels
 from fcn.tiling import DEFAULT_MARGIN, predict_tiled
 
 DEFAULT_MODEL_FILE = "fcn8s-voc.keras"
@@ -97,16 +98,19 @@ def read_rgb(image: ImageLike) -> np.ndarray:
 
 def _predict_one(model, image, probabilities, max_pixels, margin):
     rgb = read_rgb(image)
+    if max_pixels is None:
+        max_pixels = default_max_pixels(model)
     labels = np.empty(rgb.shape[:2], np.uint8)
-    probs = (
-        np.empty((*rgb.shape[:2], model.output_shape[-1]), np.float32) if probabilities else None
-    )
+    if not probabilities:
+        for region, part in predict_tiled(model, rgb, max_pixels, margin, "labels"):
+            labels[region] = part
+        return labels
+    probs = np.empty((*rgb.shape[:2], model.output_shape[-1]), np.float32)
     for region, logits in predict_tiled(model, rgb, max_pixels, margin):
         labels[region] = logits.argmax(-1)
-        if probabilities:
-            shifted = np.exp(logits - logits.max(-1, keepdims=True))
-            probs[region] = shifted / shifted.sum(-1, keepdims=True)
-    return (labels, probs) if probabilities else labels
+        shifted = np.exp(logits - logits.max(-1, keepdims=True))
+        probs[region] = shifted / shifted.sum(-1, keepdims=True)
+    return labels, probs
 
 
 def predict(
@@ -114,7 +118,7 @@ def predict(
     model: keras.Model | str | os.PathLike | None = None,
     *,
     probabilities: bool = False,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
+    max_pixels: int | None = None,
     margin: int = DEFAULT_MARGIN,
 ):
     """Segment one image or a list of images.
@@ -125,6 +129,7 @@ def predict(
         model: a Keras model, a ``.keras`` path, or None for :func:`load_model`'s default.
         probabilities: also return per-class softmax probabilities, (H, W, C) float32.
         max_pixels: most input pixels per forward pass; larger images run in tiles.
+            Default: :func:`fcn.forward.default_max_pixels`.
         margin: tile context, pixels (see :mod:`fcn.tiling`).
 
     Returns:
@@ -148,7 +153,7 @@ def predict_files(
     paths: Iterable[str | os.PathLike] | str | os.PathLike,
     model: keras.Model | str | os.PathLike | None = None,
     *,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
+    max_pixels: int | None = None,
     margin: int = DEFAULT_MARGIN,
 ) -> Iterator[tuple[Path, np.ndarray]]:
     """Yield ``(path, labels)`` for each file (or each image in a folder), one at a time.

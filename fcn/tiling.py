@@ -11,12 +11,13 @@ that central part; the kept parts partition the image.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import keras
 import numpy as np
-import tensorflow as tf
+
+from fcn.forward import Output, compiled_forward
 
 STRIDE = 32
 """Output stride of every FCN variant: tile origins are multiples of it."""
@@ -83,44 +84,29 @@ def plan_tiles(
     ]
 
 
-def compiled_forward(model: keras.Model) -> Callable[[np.ndarray], tf.Tensor]:
-    """``model(images, training=False)`` as a ``tf.function``, one per model, any image size.
-
-    Graph mode frees every activation as soon as it is used; eager Keras keeps them longer
-    (full FCN-8s, one 544x544 tile on CPU: 1.49 GiB peak RSS in graph mode, 2.01 GiB eagerly).
-    The function is cached on the model, outside Keras' attribute tracking.
-    """
-    forward = getattr(model, "_fcn_forward", None)
-    if forward is None:
-        traced = tf.function(
-            lambda images: model(images, training=False),
-            input_signature=[tf.TensorSpec((None, None, None, 3), tf.float32)],
-        )  # one trace for every batch and image size
-
-        def forward(images):
-            return traced(tf.cast(images, tf.float32))
-
-        object.__setattr__(model, "_fcn_forward", forward)
-    return forward
-
-
 def predict_tiled(
-    model: keras.Model, image: np.ndarray, max_pixels: int, margin: int = DEFAULT_MARGIN
+    model: keras.Model,
+    image: np.ndarray,
+    max_pixels: int,
+    margin: int = DEFAULT_MARGIN,
+    output: Output = "logits",
 ) -> Iterator[tuple[tuple[slice, slice], np.ndarray]]:
-    """Run ``model`` on one image tile by tile and yield ``(region, logits)`` per tile.
+    """Run ``model`` on one image tile by tile and yield ``(region, output)`` per tile.
 
     Args:
         model: an FCN from :func:`fcn.build_model` (RGB (N, H, W, 3) -> logits (N, H, W, C)).
         image: one RGB image, (H, W, 3), uint8 or float in 0..255.
         max_pixels: most input pixels (rows x columns) per forward pass.
         margin: context around each kept part, pixels, a multiple of 32.
+        output: ``"logits"`` or ``"labels"``, as in :func:`fcn.forward.compiled_forward`.
 
     Yields:
-        ``region``, a (rows, cols) pair of slices of the image, and the float32 logits of that
-        region, (h, w, C). The regions partition the image; nothing image-sized is allocated, so
-        a caller can reduce each piece (argmax, confusion counts) before the next one is made.
+        ``region``, a (rows, cols) pair of slices of the image, and the output for that region:
+        float32 logits (h, w, C) or class indices (h, w). The regions partition the image;
+        nothing image-sized is allocated, so a caller can reduce each piece (argmax, confusion
+        counts) before the next one is made.
     """
-    forward = compiled_forward(model)
+    forward = compiled_forward(model, output)
     for tile in plan_tiles(image.shape[0], image.shape[1], max_pixels, margin):
-        logits = forward(image[None, tile.source[0], tile.source[1]])[0]
-        yield tile.region, np.asarray(logits[tile.keep[0], tile.keep[1]])
+        result = forward(image[None, tile.source[0], tile.source[1]])[0]
+        yield tile.region, np.asarray(result[tile.keep[0], tile.keep[1]])
