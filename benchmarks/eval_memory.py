@@ -68,8 +68,8 @@ def random_model(width: float):
 def naive_evaluate(model, dataset) -> float:
     """The keep-everything way (pytorch-fcn): every label and int64 prediction kept, then
     score.py's histogram over all of them. Returns mean IoU."""
-    from fcn.metrics import scores
     from fcn.forward import compiled_forward
+    from fcn.metrics import scores
 
     forward = compiled_forward(model)
     labels, predictions = [], []
@@ -140,19 +140,26 @@ def big_worker(method: str, max_pixels: int) -> dict:
             "mean_iou": mean_iou}  # fmt: skip
 
 
-def run_worker(*args: str) -> dict:
+def run_worker(*args: str, env: dict[str, str] | None = None) -> dict:
     out = subprocess.run(
-        [sys.executable, __file__, "--worker", *args], check=True, capture_output=True, text=True
-    ).stdout
-    return json.loads(out.strip().splitlines()[-1])
+        [sys.executable, __file__, "--worker", *args],
+        capture_output=True, text=True, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    if out.returncode:
+        return {"worker": args, "env": env, "failed": out.returncode, "stderr": out.stderr[-500:]}
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), **({"env": env} if env else {})}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[100, 400, 1600])
     parser.add_argument(
-        "--big", nargs="*", default=["fcn.evaluate:0", "fcn.evaluate:2000000", "keras whole:0"],
-        help="METHOD:MAX_PIXELS runs on one 4000x3000 image (0: the default budget)",
+        "--big", nargs="*", default=[
+            "fcn.evaluate:0", "fcn.evaluate:0:MALLOC_ARENA_MAX=1", "fcn.evaluate:2000000",
+            "keras whole:0",
+        ],
+        help="METHOD:MAX_PIXELS[:VAR=VALUE] runs on one 4000x3000 image (0: the default"
+        " budget), optionally with an environment variable (e.g. MALLOC_ARENA_MAX=1)",
     )  # fmt: skip
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -178,8 +185,9 @@ def main() -> None:
                 mine[-1]["images"] - mine[0]["images"])  # fmt: skip
             print(f"{method}: peak RSS growth {growth:.4f} MiB per image")
     for run in args.big:
-        method, max_pixels = run.rsplit(":", 1)
-        print(json.dumps(run_worker("big", method, max_pixels)), flush=True)
+        method, max_pixels, *env = run.split(":")
+        env = dict(item.split("=", 1) for item in env)
+        print(json.dumps(run_worker("big", method, max_pixels, env=env)), flush=True)
 
 
 if __name__ == "__main__":

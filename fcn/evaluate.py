@@ -56,6 +56,8 @@ def _batches(
 
     def flush(size):
         group = waiting.pop(size)
+        if len(group) == 1:  # a view, not a copy of a possibly huge image
+            return group[0][0][None], group[0][1][None]
         return np.stack([i for i, _ in group]), np.stack([lab for _, lab in group])
 
     def pixels(size):

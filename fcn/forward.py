@@ -37,7 +37,7 @@ from fcn.vgg16 import VGG_BLOCKS
 BAND_BYTES = 4 * 2**20
 """Size of one band of the widest activation (conv1's output; the upsampled logits), bytes.
 Bands of every layer exist at once, so peak memory grows with it; smaller bands only mean
-more, shorter kernel calls (never fewer than 8 input rows)."""
+more, shorter kernel calls (never fewer than 2 input rows)."""
 
 STREAMED_MAX_PIXELS = 25_000_000
 """Default pixel budget of a forward pass of a streamed FCN: a 6000x4000 photo whole. Beyond the
@@ -48,8 +48,9 @@ WHOLE_MAX_PIXELS = 2_000_000
 needs ~0.55 KiB per pixel of the input padded by 100 px per side, ~1 GiB here."""
 
 MIN_ROWS = 8
-"""Least output rows per call of a streamed layer (but its last): the deep, low-resolution
-layers wait for this many instead of running on one row at a time."""
+"""Most output rows a streamed conv waits for before it runs (fewer where that many rows would
+exceed :data:`BAND_BYTES`; a layer's last rows never wait): the deep, low-resolution layers
+then run on several rows at a time instead of one."""
 
 Output = Literal["logits", "labels"]
 
@@ -96,66 +97,66 @@ def _output_size(layer, size):
     return size
 
 
-def _conv_rows(layer: keras.layers.Conv2D, rows, top, bottom):
-    """``layer`` on ``rows`` with ``top``/``bottom`` rows of zero padding (0 where real rows
-    lie beyond the band: those are in ``rows`` already) and its own column padding."""
-    side = layer.kernel_size[0] // 2 if layer.padding == "same" else 0
+def _row_padding(layer) -> int:
+    """Zero rows a streamed conv reads above and below its input ("same" padding)."""
+    return layer.kernel_size[0] // 2 if _is_conv(layer) and layer.padding == "same" else 0
+
+
+def _conv(layer: keras.layers.Conv2D, rows):
+    """``layer`` on ``rows``, valid along the rows (their padding is in ``rows`` already)."""
+    side = _row_padding(layer)
     dtype = layer.compute_dtype
-    rows = tf.pad(tf.cast(rows, dtype), [[0, 0], [top, bottom], [side, side], [0, 0]])
-    out = tf.nn.conv2d(rows, tf.cast(layer.kernel.value, dtype), 1, "VALID")
+    padding = [[0, 0], [0, 0], [side, side], [0, 0]] if side else "VALID"
+    out = tf.nn.conv2d(tf.cast(rows, dtype), tf.cast(layer.kernel.value, dtype), 1, padding)
     if layer.use_bias:
         out = tf.nn.bias_add(out, tf.cast(layer.bias.value, dtype))
     return layer.activation(out)
 
 
-def _step(layer, rows, start, done, total):
+def _step(layer, rows, done, total, least):
     """Advance one streamed ``layer`` by one band.
 
     Args:
-        rows: the layer's input rows ``[start, end)``, carried over or new.
+        rows: the rows carried over from the last band and the new ones: every input row from
+            the first that the next output row reads (for a "same" conv the first band starts
+            with its zero row(s), see :meth:`_StreamedFCN.stream`).
         done: output rows made so far.
-        total: the height of the layer's whole input.
+        total: the height of the layer's whole input (without padding rows).
+        least: output rows a conv waits for before it runs (unless they are its last).
 
     Returns:
-        The new output rows, the new ``done``, and the start and rows to carry over.
+        The new output rows (possibly none), the new ``done`` and the rows to carry over.
     """
-    end = start + tf.shape(rows)[1]
-    if _is_pointwise(layer) and not _is_conv(layer):
-        return layer(rows, training=False), end, end, rows[:, end - start :]
-    out_total, last = _output_size(layer, total), tf.equal(end, total)
-    if _is_pool(layer):
-        ready = tf.where(last, out_total, end // layer.strides[0])
-    elif layer.padding == "valid":
-        ready = end - layer.kernel_size[0] + 1
-    else:
-        ready = tf.where(last, total, end - layer.kernel_size[0] // 2)
-    stop = tf.where((ready - done >= MIN_ROWS) | tf.equal(ready, out_total), ready, done)
-    stop = tf.maximum(stop, done)
+    count = tf.shape(rows)[1]
+    if not (_is_conv(layer) or _is_pool(layer)):  # dropout, scaling: row by row
+        return layer(rows, training=False), done + count, rows[:, count:]
     if _is_pool(layer):
         step = layer.strides[0]
-        first, read_to, carry_from = step * done, tf.minimum(step * stop, end), step * stop
+        last = tf.equal(step * done + count, total)
+        ready = done + tf.where(last, -(-count // step), count // step)
 
-        def make():  # the layer's own "same" padding adds the odd last row, if any
-            return layer(rows[:, first - start : read_to - start])
+        def make():  # "same" padding completes an odd last window; other odd rows wait
+            return layer(rows)[:, : ready - done]
 
+        stop, used = ready, step * (ready - done)
     else:
-        half = layer.kernel_size[0] // 2
-        if layer.padding == "valid":
-            first, read_to, top, bottom = done, stop + 2 * half, 0, 0
-            carry_from = stop
-        else:
-            first, read_to = tf.maximum(done - half, 0), tf.minimum(stop + half, total)
-            top, bottom = half - (done - first), stop + half - read_to
-            carry_from = tf.maximum(stop - half, 0)
+        pad, size = _row_padding(layer), layer.kernel_size[0]
+        if pad:  # the input's last rows are here: add the zero rows below them
+            complete = tf.equal(done + count, total + pad)
+            rows = tf.pad(rows, [[0, 0], [0, tf.where(complete, pad, 0)], [0, 0], [0, 0]])
+        ready = done + tf.shape(rows)[1] - size + 1
+        out_total = total + 2 * pad - size + 1
+        enough = (ready - done >= least) | tf.equal(ready, out_total)
+        stop = tf.maximum(tf.where(enough, ready, done), done)
 
         def make():
-            return _conv_rows(layer, rows[:, first - start : read_to - start], top, bottom)
+            return _conv(layer, rows)
 
+        used = stop - done
     shape = tf.shape(rows)
     channels = rows.shape[-1] if _is_pool(layer) else layer.filters
     empty = tf.zeros([shape[0], 0, _output_size(layer, shape[2]), channels], layer.compute_dtype)
-    new = tf.cond(stop > done, make, lambda: empty)
-    return new, stop, carry_from, rows[:, carry_from - start :]
+    return tf.cond(stop > done, make, lambda: empty), stop, rows[:, used:]
 
 
 def _label_dtype(num_classes: int) -> tf.DType:
@@ -230,30 +231,33 @@ class _StreamedFCN:
         for layer in self.chain[:-1]:
             total.append(_output_size(layer, total[-1]))
             widths.append(_output_size(layer, widths[-1]))
-        row_bytes = shape[0] * widths[0] * self.chain[0].filters * 4
-        chunk = tf.maximum(8, BAND_BYTES // row_bytes)
+        least = []  # rows per call of each layer: a band of at most BAND_BYTES
+        for k, layer in enumerate(self.chain):
+            channels = layer.filters if _is_conv(layer) else 1
+            row_bytes = shape[0] * _output_size(layer, widths[k]) * channels * 4
+            least.append(tf.clip_by_value(BAND_BYTES // row_bytes, 1, MIN_ROWS))
+        chunk = tf.maximum(2, BAND_BYTES // (shape[0] * widths[0] * self.chain[0].filters * 4))
         count = -(-total[0] // chunk)
         taps = [*self.branches, len(self.chain) - 1]
 
-        def band(i, dones, starts, carries, parts):
+        def band(i, dones, carries, parts):
             new = self.input_rows(images, i * chunk, tf.minimum((i + 1) * chunk, total[0]))
-            dones, starts, carries, parts = list(dones), list(starts), list(carries), list(parts)
+            dones, carries, parts = list(dones), list(carries), list(parts)
             for k, layer in enumerate(self.chain):
                 rows = tf.concat([carries[k], new], axis=1)
-                new, dones[k], starts[k], carries[k] = _step(
-                    layer, rows, starts[k], dones[k], total[k]
-                )
+                new, dones[k], carries[k] = _step(layer, rows, dones[k], total[k], least[k])
                 if k in taps:
                     out = new
                     for branch in self.branches.get(k, []):
                         out = branch(out, training=False)
                     j = taps.index(k)
                     parts[j] = parts[j].write(i, _rows_first(out))
-            return i + 1, dones, starts, carries, parts
+            return i + 1, dones, carries, parts
 
         carries, channels, dtype = [], 3, self.preprocess.compute_dtype
-        for k, layer in enumerate(self.chain):
-            carries.append(tf.zeros([shape[0], 0, widths[k], channels], dtype))
+        for k, layer in enumerate(self.chain):  # a "same" conv starts on its top zero rows
+            top = _row_padding(layer)
+            carries.append(tf.zeros([shape[0], top, widths[k], channels], dtype))
             channels = layer.filters if _is_conv(layer) else channels
             dtype = layer.compute_dtype
         dtypes = [self.branches[k][-1].compute_dtype for k in self.branches] + [dtype]
@@ -261,11 +265,9 @@ class _StreamedFCN:
             tf.TensorArray(d, size=count, infer_shape=False, element_shape=[None] * 4)
             for d in dtypes
         ]
-        zeros = [tf.constant(0)] * len(self.chain)
         scalars = [tf.TensorShape([])] * len(self.chain)
         invariants = (
             tf.TensorShape([]),
-            scalars,
             scalars,
             [tf.TensorShape([None, None, None, c.shape[-1]]) for c in carries],
             [tf.TensorShape(None)] * len(parts),
@@ -273,7 +275,7 @@ class _StreamedFCN:
         *_, parts = tf.while_loop(
             lambda i, *_: i < count,
             band,
-            (tf.constant(0), zeros, zeros, carries, parts),
+            (tf.constant(0), [tf.constant(0)] * len(self.chain), carries, parts),
             shape_invariants=invariants,
             parallel_iterations=1,
         )

@@ -125,8 +125,9 @@ model = result.model"""),
 ## 3. Predict
 
 `fcn.predict` takes a path, a PIL image, an (H, W, 3) uint8 array or a list of these, and
-returns (H, W) uint8 class indices at the original resolution (a list for a list). Images above
-`max_pixels` run in overlapping tiles, so a large photo does not exhaust memory;
+returns (H, W) uint8 class indices at the original resolution (a list for a list). The image
+streams through the network in bands of rows, so a 4000x3000 photo needs ~0.3 GB beside the
+weights; images above `max_pixels` (25M by default) run in overlapping tiles;
 `probabilities=True` also returns the per-class softmax. Without `model`, it loads
 `weights/fcn8s-voc.keras` (`fcn.load_model()`): a model you trained and copied there."""),
     code("""\
@@ -223,11 +224,12 @@ scores as fractions (mean IoU, pixel accuracy, mean class accuracy, frequency-we
 ## Evaluate
 
 `fcn.evaluate(model, voc_root, split)` reads the split lazily, runs images of equal size
-together up to `max_pixels` input pixels per forward pass (tiles above that), and keeps only a
-(21, 21) int64 confusion matrix, so memory does not grow with the number of images. It returns
-an `EvaluationResult`: the four scores of the reference `score.py`, per-class IoU and accuracy,
-`to_dict()` / `save_json()` and `plot_confusion()`. A class that is neither labelled nor
-predicted has IoU NaN and does not count in the mean."""),
+together up to `max_pixels` input pixels per forward pass (tiles above that), streams each pass
+through the network in bands of rows, and keeps only a (21, 21) int64 confusion matrix, so
+memory does not grow with the number of images. It returns an `EvaluationResult`: the four
+scores of the reference `score.py`, per-class IoU and accuracy, `to_dict()` / `save_json()` and
+`plot_confusion()`. A class that is neither labelled nor predicted has IoU NaN and does not
+count in the mean."""),
     code("""\
 best = keras.models.load_model(result.best_checkpoint)
 evaluation = fcn.evaluate(best, root, "val")
@@ -354,10 +356,13 @@ What `fcn` does about it:
 - **A clear error.** If a step still does not fit, `fcn.train` raises `fcn.OutOfMemoryError`
   with the estimate and a batch size that fits on this device, instead of TensorFlow's raw
   `ResourceExhaustedError`.
-- **Evaluation and prediction.** `fcn.evaluate` and `fcn.predict` read at most `max_pixels`
-  input pixels per forward pass (2,000,000 by default) and run larger images in overlapping
-  tiles whose 256 px margin makes their logits match whole-image ones to float rounding;
-  evaluation keeps only a (21, 21) int64 confusion matrix, whatever the number of images."""),
+- **Evaluation and prediction.** Inference streams through the network in bands of rows
+  (`fcn.forward`): each layer keeps only the few rows its next band needs, and only the
+  coarse scores are kept whole, so a 4000x3000 photo runs in one exact pass at ~0.3 GB beside
+  the weights, where Keras' own forward pass needs several GB. Images above `max_pixels`
+  (25M by default) run in overlapping tiles whose 256 px margin makes their logits match
+  whole-image ones to float rounding; evaluation keeps only a (21, 21) int64 confusion
+  matrix, whatever the number of images."""),
 ]
 
 NOTEBOOKS = {
