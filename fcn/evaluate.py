@@ -26,6 +26,10 @@ from fcn.metrics import confusion_matrix
 from fcn.results import EvaluationResult
 from fcn.tiling import DEFAULT_MARGIN, predict_tiled
 
+BATCH_PIXELS = 2_000_000
+"""Default input pixels per batch of equal-size images: ten VOC images. Batching saves little on
+a CPU; the cap keeps a batch's memory (and the images waiting for batch mates) small."""
+
 CONFUSION_PIXELS = 2**20
 """Pixels per confusion-matrix update: its int32 temporaries stay near 20 MB for any image."""
 
@@ -93,8 +97,9 @@ def evaluate(
             indices, 255 (or anything >= C) not scored. Sizes may differ from pair to pair.
         split: VOC image set when ``data`` is a root (``"val"``, ``"train"``, ...).
         max_pixels: most input pixels per forward pass (batch x H x W); bounds peak memory.
-            Larger images run in tiles of at most this size. Default:
-            :func:`fcn.forward.default_max_pixels`.
+            Larger images run in tiles of at most this size. Default: batches of at most
+            :data:`BATCH_PIXELS`, and each image whole up to
+            :func:`fcn.forward.default_max_pixels` (25M pixels for a streamed FCN).
         margin: context (pixels, multiple of 32) around each tile; see :mod:`fcn.tiling`.
         class_names: C names for the report; default :data:`fcn.classes.VOC_CLASSES` when
             C = 21, else ``class_0``, ``class_1``, ...
@@ -109,8 +114,8 @@ def evaluate(
         class_names = VOC_CLASSES if num_classes == NUM_CLASSES else generic
     confusion = tf.Variable(tf.zeros((num_classes, num_classes), tf.int64), trainable=False)
     forward = compiled_forward(model, "labels")
-    if max_pixels is None:
-        max_pixels = default_max_pixels(model)
+    batch_pixels = max_pixels or BATCH_PIXELS
+    max_pixels = max_pixels or default_max_pixels(model)
 
     def count(labels, predictions):
         labels, predictions = np.reshape(labels, [-1]), tf.reshape(predictions, [-1])
@@ -132,7 +137,7 @@ def evaluate(
             ):
                 count(label[rows, cols], predictions)
 
-    for images, labels in _batches(counted(_pairs(data, split)), max_pixels):
+    for images, labels in _batches(counted(_pairs(data, split)), batch_pixels):
         count(labels, forward(images))
     return EvaluationResult(confusion.numpy(), tuple(class_names), num_images)
 

@@ -1,4 +1,8 @@
-"""Whole-image FCN inference in overlapping tiles, for images larger than a memory budget.
+"""Whole-image FCN inference in overlapping tiles, for images larger than a pixel budget.
+
+Each tile runs through :func:`fcn.forward.compiled_forward`, which already streams in bands of
+rows, so tiles are for images beyond what one streamed pass should hold (25M pixels by default,
+:func:`fcn.forward.default_max_pixels`) or for an explicit, smaller ``max_pixels``.
 
 Geometry of the FCN graph (:mod:`fcn.model`): output stride 32 (pools round up), conv1_1 sees the
 input padded by 100 pixels of mean colour, and an output pixel depends on input pixels up to
