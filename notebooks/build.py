@@ -126,8 +126,9 @@ model = result.model"""),
 
 `fcn.predict` takes a path, a PIL image, an (H, W, 3) uint8 array or a list of these, and
 returns (H, W) uint8 class indices at the original resolution (a list for a list). The image
-streams through the network in bands of rows, so a 4000x3000 photo needs ~0.3 GB beside the
-weights; images above `max_pixels` (25M by default) run in overlapping tiles;
+streams through the network in bands of rows (a 4000x3000 photo runs whole in ~0.4 GiB above the
+model's resting footprint, where Keras' own forward pass aborts); images above `max_pixels`
+(25M by default) run in overlapping tiles;
 `probabilities=True` also returns the per-class softmax. Without `model`, it loads
 `weights/fcn8s-voc.keras` (`fcn.load_model()`): a model you trained and copied there."""),
     code("""\
@@ -358,8 +359,9 @@ What `fcn` does about it:
   `ResourceExhaustedError`.
 - **Evaluation and prediction.** Inference streams through the network in bands of rows
   (`fcn.forward`): each layer keeps only the few rows its next band needs, and only the
-  coarse scores are kept whole, so a 4000x3000 photo runs in one exact pass at ~0.3 GB beside
-  the weights, where Keras' own forward pass needs several GB. Images above `max_pixels`
+  coarse scores are kept whole, so a 4000x3000 photo runs in one exact pass at ~0.4 GiB above
+  the model's resting footprint, where Keras' own forward pass of it aborts (`std::bad_alloc`)
+  on this 24 GiB machine. Images above `max_pixels`
   (25M by default) run in overlapping tiles whose 256 px margin makes their logits match
   whole-image ones to float rounding; evaluation keeps only a (21, 21) int64 confusion
   matrix, whatever the number of images."""),
