@@ -262,8 +262,8 @@ def test_each_input_pipeline_reads_its_own_shard_of_the_files(shapes):
 
 def test_mixed_precision_training_keeps_float32_logits_and_scales_the_loss(shapes, tmp_path):
     result = fcn.train(
-        train_files=shapes, val_files=(), run_dir=tmp_path, epochs=1, steps_per_epoch=2,
-        crop_size=64, batch_size=2, mixed_precision="mixed_float16", **TINY_RUN,
+        train_files=shapes, val_files=(), run_dir=tmp_path, epochs=1, steps_per_epoch=1,
+        crop_size=32, batch_size=2, mixed_precision="mixed_float16", **TINY_RUN,
     )  # fmt: skip
     model = result.model
     assert model.get_layer("conv1_1").compute_dtype == "float16"
