@@ -18,8 +18,10 @@ resolution, about 1.7 bytes per pixel for C = 21. :func:`compiled_forward` there
 
 Every output row is computed from the same rows, weights and zero padding as in whole-image
 inference, so the result equals ``model(images, training=False)`` up to float summation order
-(``tests/test_forward.py``). Memory is a few bands of the widest layer plus ~2 bytes per pixel
-(``benchmarks/README.md``). A model without the layers of :func:`fcn.build_model` runs whole.
+(``tests/test_forward.py``). Memory is a few bands of every layer plus the collected scores:
+a 4000x3000 image streams through the full FCN-8s at ~0.4 GiB above the model's resting
+footprint (``benchmarks/README.md``). A model without the layers of :func:`fcn.build_model`
+runs whole.
 """
 
 from __future__ import annotations
@@ -40,21 +42,22 @@ Bands of every layer exist at once, so peak memory grows with it; smaller bands 
 more, shorter kernel calls (never fewer than 2 input rows)."""
 
 STREAMED_MAX_PIXELS = 25_000_000
-"""Default pixel budget of a forward pass of a streamed FCN: a 6000x4000 photo whole. Beyond the
-bands, streaming needs ~10 bytes per input pixel (see benchmarks/README.md)."""
+"""Default pixel budget of a forward pass of a streamed FCN: a 6000x4000 photo whole (a
+4000x3000 one measured ~0.4 GiB above the resting footprint, see benchmarks/README.md)."""
 
 WHOLE_MAX_PIXELS = 2_000_000
 """Default pixel budget for a model that runs whole: ten VOC images. The full FCN-8s run whole
-needs ~0.55 KiB per pixel of the input padded by 100 px per side, ~1 GiB here."""
+needs ~0.55 KiB per pixel of the input padded by 100 px per side, ~2 GiB here."""
 
 MIN_ROWS = 8
 """Most output rows a streamed conv waits for before it runs (fewer where that many rows would
 exceed :data:`BAND_BYTES`; a layer's last rows never wait): the deep, low-resolution layers
 then run on several rows at a time instead of one."""
 
-WHOLE_PIXELS = 40_000
-"""Input pixels (batch x H x W) up to which a pass runs whole rather than streamed: ~90 MB of
-activations for the full FCN-8s, and a graph that traces in 0.2 s instead of ~5 s."""
+WHOLE_PIXELS = 160_000
+"""Padded input pixels (batch x (H + 200) x (W + 200) for the FCNs' 100 px pad) up to which a
+pass runs whole rather than streamed: ~90 MB of activations for the full FCN-8s, and a graph
+that traces in a fraction of a second where the streamed one takes seconds (once per process)."""
 
 Output = Literal["logits", "labels"]
 
@@ -196,15 +199,15 @@ class _StreamedFCN:
         while len(following := consumers(self.chain[-1])) == 1 and _streamable(following[0]):
             self.chain += following  # fc6, drop6, fc7, drop7, score_fr
         self.branches: dict[int, list] = {}  # chain index -> per-pixel layers fed by it
+        self.supported = set(np.ravel(padding)) == {self.pad}
         for i, layer in enumerate(self.chain[:-1]):
-            for branch in consumers(layer):
-                if branch is self.chain[i + 1]:
-                    continue
-                path = [branch]
+            others = [c for c in consumers(layer) if c is not self.chain[i + 1]]
+            self.supported &= len(others) <= 1  # one branch per layer at most
+            if others:
+                path = others
                 while len(following := consumers(path[-1])) == 1 and _is_pointwise(following[0]):
                     path += following
                 self.branches[i] = path
-        self.supported = set(np.ravel(padding)) == {self.pad}
         self.supported &= all(_streamable(layer) for layer in self.chain) and all(
             _is_pointwise(layer) for path in self.branches.values() for layer in path
         )
@@ -383,8 +386,11 @@ def compiled_forward(
             images = tf.convert_to_tensor(images)
             if images.dtype != tf.uint8:
                 images = tf.cast(images, tf.float32)
-            small = int(np.prod(images.shape[:3])) <= WHOLE_PIXELS
-            return traced[whole if streamed is None or small else banded, images.dtype](images)
+            if streamed is None:
+                return traced[whole, images.dtype](images)
+            n, height, width = images.shape[:3]
+            padded = n * (height + 2 * streamed.pad) * (width + 2 * streamed.pad)
+            return traced[whole if padded <= WHOLE_PIXELS else banded, images.dtype](images)
 
         cache[output] = forward
     return cache[output]
