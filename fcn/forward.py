@@ -160,10 +160,42 @@ def _step(layer, rows, done, total, least):
             return _conv(layer, rows)
 
         used = stop - done
+    return tf.cond(stop > done, make, lambda: _no_rows(layer, rows)), stop, rows[:, used:]
+
+
+def _no_rows(layer, rows):
+    """The output of ``layer`` for none of ``rows``, made without running the layer: kernels
+    disagree on empty input (a oneDNN 1x1 conv returns its input's channels, or raises)."""
     shape = tf.shape(rows)
-    channels = rows.shape[-1] if _is_pool(layer) else layer.filters
-    empty = tf.zeros([shape[0], 0, _output_size(layer, shape[2]), channels], layer.compute_dtype)
-    return tf.cond(stop > done, make, lambda: empty), stop, rows[:, used:]
+    width = _output_size(layer, shape[2])
+    return tf.zeros([shape[0], 0, width, layer.output.shape[-1]], layer.compute_dtype)
+
+
+def _has_rows(x):
+    return tf.shape(x)[1] > 0
+
+
+def _advance(layer, carry, new, done, total, least):
+    """:func:`_step` on ``carry`` + ``new``, where no kernel ever sees an empty band: with no
+    ``new`` rows a layer can make no output rows (its last rows never wait), so it is skipped."""
+
+    def step():
+        rows = tf.cond(_has_rows(carry), lambda: tf.concat([carry, new], axis=1), lambda: new)
+        return _step(layer, rows, done, total, least)
+
+    return tf.cond(_has_rows(new), step, lambda: (_no_rows(layer, new), done, carry))
+
+
+def _pointwise_path(path: list, rows):
+    """The per-pixel ``path`` (a branch off the chain) on ``rows``, which may be empty."""
+
+    def run():
+        out = rows
+        for layer in path:
+            out = layer(out, training=False)
+        return out
+
+    return tf.cond(_has_rows(rows), run, lambda: _no_rows(path[-1], rows))
 
 
 def _label_dtype(num_classes: int) -> tf.DType:
@@ -251,12 +283,11 @@ class _StreamedFCN:
             new = self.input_rows(images, i * chunk, tf.minimum((i + 1) * chunk, total[0]))
             dones, carries, parts = list(dones), list(carries), list(parts)
             for k, layer in enumerate(self.chain):
-                rows = tf.concat([carries[k], new], axis=1)
-                new, dones[k], carries[k] = _step(layer, rows, dones[k], total[k], least[k])
+                new, dones[k], carries[k] = _advance(
+                    layer, carries[k], new, dones[k], total[k], least[k]
+                )
                 if k in taps:
-                    out = new
-                    for branch in self.branches.get(k, []):
-                        out = branch(out, training=False)
+                    out = _pointwise_path(self.branches[k], new) if k in self.branches else new
                     j = taps.index(k)
                     parts[j] = parts[j].write(i, _rows_first(out))
             return i + 1, dones, carries, parts
