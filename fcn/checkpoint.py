@@ -23,6 +23,7 @@ import shutil
 from pathlib import Path
 
 import keras
+import numpy as np
 
 STATE_FILE = "state.json"
 BEST_FILE = "best.keras"
@@ -48,11 +49,29 @@ def read_state(run_dir: str | os.PathLike) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def non_finite_weights(model: keras.Model) -> list[str]:
+    """Paths of the variables of ``model`` and its optimizer holding a NaN or an infinity."""
+    variables = list(model.weights)
+    if model.optimizer is not None:
+        variables += list(model.optimizer.variables)
+    return [v.path for v in variables if not _finite(keras.ops.convert_to_numpy(v.value))]
+
+
+def _finite(array: np.ndarray, chunk: int = 2**20) -> bool:
+    """No NaN or infinity in ``array``, checked ``chunk`` elements at a time (a 392 MB fc6
+    kernel needs a 1 MB mask, not a 98 MB one)."""
+    flat = array.reshape(-1)
+    return all(np.isfinite(flat[i : i + chunk]).all() for i in range(0, flat.size, chunk))
+
+
 class RunCheckpoint(keras.callbacks.Callback):
     """Save the model and optimizer after each completed epoch, and the best model by ``monitor``.
 
-    An epoch whose training loss is not finite is not saved (the last good checkpoint stays) and
-    training stops. Put it after the callback that adds ``monitor`` to the logs.
+    Before training, a run without a checkpoint saves ``epoch-0000.keras`` (the initial
+    weights), so that there is always a last good checkpoint. An epoch that :attr:`guard`
+    stopped is not saved. A checkpoint is deleted only once its checked successor is in place.
+    List :attr:`guard` before the callbacks that use the epoch's weights (the evaluation) and
+    this one after the callback that adds ``monitor`` to the logs.
     """
 
     def __init__(self, run_dir: str | os.PathLike, monitor: str = "val_mean_iou"):
@@ -63,27 +82,34 @@ class RunCheckpoint(keras.callbacks.Callback):
         self.state = read_state(self.run_dir) or {
             "epoch": 0, "checkpoint": None, "best": None, "best_epoch": None, "history": [],
         }  # fmt: skip
-        self.stopped_on_nan = False
+        self.failure: str | None = None
+        self.guard = FiniteGuard(self)
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        if self.state["checkpoint"] is None:
+            self._save(self.state["epoch"], logs=None)
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        logs = {k: float(v) for k, v in (logs or {}).items()}
-        if not math.isfinite(logs.get("loss", 0.0)):
-            self.stopped_on_nan = True
-            self.model.stop_training = True
+        if self.failure:
             return
-        checkpoint = self.run_dir / f"epoch-{epoch + 1:04d}.keras"
-        _replace_atomically(self.model.save, checkpoint)
-        score = logs.get(self.monitor)
-        best = self.state["best"]
+        logs = {k: float(v) for k, v in (logs or {}).items()}
+        score, best = logs.get(self.monitor), self.state["best"]
         improved = score is not None and (best is None or score > best)
-        if improved:
+        self._save(epoch + 1, {"epoch": epoch, **logs}, best=score if improved else None)
+
+    def _save(self, epochs: int, logs: dict | None, best: float | None = None) -> None:
+        """Write the checkpoint after ``epochs`` epochs (and best.keras with a new ``best``
+        score), then the state naming it, then delete the previous checkpoint."""
+        checkpoint = self.run_dir / f"epoch-{epochs:04d}.keras"
+        _replace_atomically(self.model.save, checkpoint)
+        if best is not None:
             copy = lambda tmp: shutil.copyfile(checkpoint, tmp)  # noqa: E731
             _replace_atomically(copy, self.run_dir / BEST_FILE)
+            self.state.update(best=best, best_epoch=epochs)
         previous = self.state["checkpoint"]
-        self.state.update(epoch=epoch + 1, checkpoint=checkpoint.name)
-        if improved:
-            self.state.update(best=score, best_epoch=epoch + 1)
-        self.state["history"].append({"epoch": epoch, **logs})
+        self.state.update(epoch=epochs, checkpoint=checkpoint.name)
+        if logs is not None:
+            self.state["history"].append(logs)
         state = json.dumps(self.state, indent=1)
         _replace_atomically(_write_text(state), self.run_dir / STATE_FILE)
         if previous and previous != checkpoint.name:
@@ -101,3 +127,30 @@ class RunCheckpoint(keras.callbacks.Callback):
                 writer.writerows(history)
 
         _replace_atomically(write, self.run_dir / LOG_FILE)
+
+
+class FiniteGuard(keras.callbacks.Callback):
+    """At the end of each epoch, check the loss and every weight (model and optimizer): if one
+    is not finite, stop training, set ``checkpoint.failure`` to why, and give the model the last
+    good checkpoint's weights back, before anything uses or saves the epoch's weights.
+
+    Checked on the weights, not only the loss: under oneDNN a ReLU maps NaN to 0, so a NaN
+    conv1_1 kernel leaves the loss finite while every prediction is garbage.
+    """
+
+    def __init__(self, checkpoint: RunCheckpoint):
+        super().__init__()
+        self.checkpoint = checkpoint
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        bad = non_finite_weights(self.model)
+        if not bad and math.isfinite(float((logs or {}).get("loss", 0.0))):
+            return
+        what = f"non-finite weights in {', '.join(bad[:3])}" if bad else "non-finite loss"
+        state = self.checkpoint.state
+        self.checkpoint.failure = (
+            f"epoch {epoch + 1}: {what}{' and more' if len(bad) > 3 else ''}; "
+            f"kept {state['checkpoint']} (epoch {state['epoch']}) and restored its weights"
+        )
+        self.model.stop_training = True
+        self.model.load_weights(self.checkpoint.run_dir / state["checkpoint"])

@@ -33,7 +33,10 @@ def _cmd_train(args) -> int:
     )  # fmt: skip
     print(f"run directory: {result.run_dir}")
     print(f"best model: {result.best_checkpoint or '(no validation: see the epoch checkpoint)'}")
-    return 1 if result.stopped_on_nan else 0
+    if result.failure:
+        print(f"fcn: training stopped: {result.failure}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _cmd_evaluate(args) -> int:

@@ -36,6 +36,50 @@ def enable_memory_growth() -> None:
             )
 
 
+CPU_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16")
+"""The CPU features that decide TensorFlow's CPU kernels: with AVX-512 VNNI or BF16, or AMX,
+TensorFlow 2.9+ turns its oneDNN kernels on by default (Linux x86); else it runs Eigen's."""
+
+
+def cpu_kernels() -> str:
+    """``"oneDNN"`` or ``"Eigen"``: the CPU kernels this TensorFlow process runs (decided by the
+    CPU, or forced by ``TF_ENABLE_ONEDNN_OPTS=1`` / ``=0``). The two sum in different orders, so
+    results agree to float rounding, not bit for bit.
+
+    Example:
+        >>> cpu_kernels() in ("oneDNN", "Eigen")
+        True
+    """
+    from tensorflow.python.util import _pywrap_util_port  # no public API tells
+
+    return "oneDNN" if _pywrap_util_port.IsMklEnabled() else "Eigen"
+
+
+def cpu_summary() -> str:
+    """One line for logs and benchmark tables: CPU model, the :data:`CPU_FLAGS` it has, the
+    kernels, TensorFlow's thread settings (0 = its default, one per core) and the core count."""
+    model, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+                    break
+    except OSError:  # not Linux: no /proc
+        pass
+    present = [flag for flag in CPU_FLAGS if flag in flags] or ["none of " + "/".join(CPU_FLAGS)]
+    threading = tf.config.threading
+    return (
+        f"{model}; {' '.join(present)}; kernels {cpu_kernels()} "
+        f"(TF_ENABLE_ONEDNN_OPTS={os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'unset')}); "
+        f"threads intra {threading.get_intra_op_parallelism_threads()} "
+        f"inter {threading.get_inter_op_parallelism_threads()}; {os.cpu_count()} cores"
+    )
+
+
 def choose_strategy() -> tf.distribute.Strategy:
     """The strategy for what is visible: ``MirroredStrategy`` over all GPUs when there are
     several, else the default single-device strategy.

@@ -150,7 +150,8 @@ class EvaluationCallback(keras.callbacks.Callback):
     ``ModelCheckpoint(monitor="val_mean_iou", mode="max")``, sees them: list this one first.
     ``data`` must be re-iterable (a VOC root, a ``tf.data.Dataset``, a list). The last result is
     kept in :attr:`result`. With ``every > 1`` the other epochs have no ``val_*`` scores, and
-    ``ModelCheckpoint(save_best_only=True)`` skips them with a warning.
+    ``ModelCheckpoint(save_best_only=True)`` skips them with a warning. An epoch after which
+    training stops (``model.stop_training``, e.g. non-finite weights) is not evaluated.
     """
 
     def __init__(self, data, every: int = 1, split: str = "val", **evaluate_kwargs):
@@ -160,7 +161,7 @@ class EvaluationCallback(keras.callbacks.Callback):
         self.result: EvaluationResult | None = None
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        if (epoch + 1) % self.every:
+        if (epoch + 1) % self.every or self.model.stop_training:  # e.g. a NaN: no use
             return
         self.result = evaluate(self.model, self.data, self.split, **self.evaluate_kwargs)
         if logs is not None:

@@ -37,14 +37,20 @@ class TrainResult:
         best_checkpoint: ``run_dir/best.keras`` (best validation mean IoU), None without
             validation.
         run_dir: the run directory.
-        stopped_on_nan: training stopped because the loss became NaN or infinite.
+        failure: why training stopped early (a non-finite loss or weight: which, at which
+            epoch, and the checkpoint whose weights ``model`` holds), None if it did not.
     """
 
     model: keras.Model
     history: list[dict]
     best_checkpoint: Path | None
     run_dir: Path
-    stopped_on_nan: bool = False
+    failure: str | None = None
+
+    @property
+    def stopped_on_nan(self) -> bool:
+        """Training stopped on a non-finite loss or weight (see :attr:`failure`)."""
+        return self.failure is not None
 
 
 def _files(voc_root, sbd_root, train_files, val_files):
@@ -186,7 +192,7 @@ def train(
         keras.mixed_precision.set_global_policy(mixed_precision)
     try:
         with strategy.scope():
-            if state and state["checkpoint"]:
+            if state:
                 model = keras.models.load_model(run_dir / state["checkpoint"])
             else:
                 model = build_model(variant, num_classes, weights, width=width)
@@ -194,6 +200,8 @@ def train(
                     optimizer=settings.optimizer(epochs * steps, accumulate),
                     loss=segmentation_loss(),
                 )
+                # Built now, so the initial checkpoint (epoch-0000) holds its state too.
+                model.optimizer.build(model.trainable_variables)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
 
@@ -203,9 +211,10 @@ def train(
         evaluation = [EvaluationCallback(data.eval_dataset(val_files), every=val_every, **budget)]
     checkpoint = RunCheckpoint(run_dir)
     all_callbacks = [
+        keras.callbacks.TerminateOnNaN(),  # mid-epoch, on the loss
+        checkpoint.guard,  # at the epoch's end, on every weight: before anything uses them
         *evaluation,
         checkpoint,
-        keras.callbacks.TerminateOnNaN(),
         keras.callbacks.TensorBoard(str(run_dir / "tensorboard")),
         *callbacks,
     ]
@@ -219,15 +228,13 @@ def train(
             )  # fmt: skip
         except tf.errors.ResourceExhaustedError as err:
             raise _out_of_memory(model, settings) from err
-    if checkpoint.stopped_on_nan and checkpoint.state["checkpoint"]:
-        model.load_weights(run_dir / checkpoint.state["checkpoint"])
     best = run_dir / BEST_FILE
     return TrainResult(
         model=model,
         history=checkpoint.state["history"],
         best_checkpoint=best if best.exists() else None,
         run_dir=run_dir,
-        stopped_on_nan=checkpoint.stopped_on_nan,
+        failure=checkpoint.failure,
     )
 
 

@@ -1,4 +1,4 @@
-"""Shared test helpers: small models with non-trivial weights."""
+"""Shared test helpers: small models with non-trivial weights, float tolerances, the seed."""
 
 from __future__ import annotations
 
@@ -13,6 +13,49 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
+UNIT_ROUNDOFF = float(np.finfo(np.float32).eps) / 2
+"""u = 2**-24: the relative error of one float32 rounding."""
+
+LAMBDA = 6.0
+"""Confidence of the probabilistic rounding bound below: a sum of n products rounded in float32,
+in any order, is off by more than LAMBDA * sqrt(n) * u * sum(|x_i * w_i|) with probability
+below 2 exp(-LAMBDA**2 / 2) = 3e-8 per value (Higham & Mary, SIAM J. Sci. Comput. 2019). The
+deterministic worst case, n * u, is far from what real summation orders do."""
+
+
+def sum_tolerance(terms: int, magnitude) -> np.ndarray:
+    """Largest difference expected between two float32 evaluations of the same sums of
+    ``terms`` products, in different orders (two kernel sets, two band sizes), whose absolute
+    products add up to ``magnitude`` (an array: one per value; or the layer's largest)."""
+    return 2 * LAMBDA * np.sqrt(terms) * UNIT_ROUNDOFF * np.asarray(magnitude)
+
+
+def assert_within(actual, desired, tolerance, what: str = "") -> None:
+    """|actual - desired| <= tolerance everywhere (``tolerance`` an array or a number)."""
+    excess = np.abs(np.asarray(actual, np.float64) - desired) - tolerance
+    worst = np.unravel_index(np.argmax(excess), excess.shape) if excess.size else ()
+    assert np.asarray(actual).shape == np.asarray(desired).shape, what
+    assert excess.size == 0 or excess[worst] <= 0, (
+        f"{what}: off by {excess[worst] + np.broadcast_to(tolerance, excess.shape)[worst]:.3g} "
+        f"at {worst}, tolerance {np.broadcast_to(tolerance, excess.shape)[worst]:.3g}"
+    )
+
+
+def network_tolerance(model: keras.Model, magnitude: float) -> float:
+    """:func:`sum_tolerance` for a whole network's output, ``magnitude`` its largest absolute
+    value: each layer adds independent rounding errors, which an initialisation that keeps
+    the activations' scale (He) carries to the output at the same relative size, so the
+    variances add up: sqrt(sum of every kernel's terms per output value) replaces sqrt(n)."""
+    terms = 0
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.Conv2DTranspose):  # kernel (kh, kw, out, in)
+            (kh, kw), (sh, sw) = layer.kernel_size, layer.strides
+            terms += -(-kh // sh) * -(-kw // sw) * layer.kernel.shape[3]
+        elif isinstance(layer, keras.layers.Conv2D):  # kernel (kh, kw, in, out)
+            terms += int(np.prod(layer.kernel.shape[:-1]))
+    return float(sum_tolerance(terms, magnitude))
+
+
 TINY = 1 / 16
 """Width multiplier of the topology-preserving test model (VGG body 4..32 channels, fc 256)."""
 
@@ -25,6 +68,19 @@ def randomize(model: keras.Model, seed: int = 0) -> keras.Model:
         fan_in = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
         weight.assign(rng.normal(0, np.sqrt(2 / fan_in), shape).astype(weight.dtype))
     return model
+
+
+def pytest_report_header(config) -> str:
+    from fcn.device import cpu_summary
+
+    return f"cpu: {cpu_summary()}"
+
+
+@pytest.fixture(autouse=True)
+def seed():
+    """Every test starts from the same Keras, NumPy and Python random state (the models it
+    builds, dropout, tf.data seeds left None)."""
+    keras.utils.set_random_seed(0)
 
 
 @pytest.fixture(scope="session")

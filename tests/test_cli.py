@@ -126,6 +126,20 @@ def test_train_runs_and_resumes(tmp_path):
     assert json.loads((tmp_path / "run" / "state.json").read_text())["epoch"] == 2
 
 
+def test_train_that_diverges_exits_1_with_one_line_and_keeps_the_initial_model(tmp_path, capsys):
+    """A learning rate of 1e30 overflows the weights in the first epoch, under any kernels."""
+    args = ["train", VOC, "--weights", "none", "--width", "0.0625", "--crop-size", "64"]
+    args += ["--batch-size", "2", "--steps-per-epoch", "3", "--epochs", "2"]
+    args += ["--learning-rate", "1e30", "--val-every", "2", "--run-dir", str(tmp_path / "run")]
+    assert main(args) == 1
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("fcn:")]
+    assert len(lines) == 1 and lines[0].startswith("fcn: training stopped: epoch 1: non-finite")
+    assert "kept epoch-0000.keras" in lines[0]
+    state = json.loads((tmp_path / "run" / "state.json").read_text())
+    assert state["checkpoint"] == "epoch-0000.keras" and state["history"] == []
+    assert sorted(p.name for p in (tmp_path / "run").glob("*.keras")) == ["epoch-0000.keras"]
+
+
 def test_find_batch_size_reports_a_batch(model_file):
     run = fcn_cli("find-batch-size", "--model", model_file, "--crop-size", "64", "--max-batch", "4")
     assert run.returncode == 0, run.stderr[-2000:]

@@ -139,23 +139,52 @@ def test_run_directory_is_consistent_and_refuses_to_overwrite(shapes, tmp_path):
         fcn.train(train_files=shapes, val_files=(), run_dir=tmp_path, epochs=1, **TINY_RUN)
 
 
-def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(shapes, tmp_path):
-    class Poison(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            if epoch == 1:
-                kernel = self.model.get_layer("conv1_1").kernel
-                kernel.assign(tf.fill(kernel.shape, float("nan")))
+class Poison(keras.callbacks.Callback):
+    """Fill ``layer``'s kernel with NaN when ``epoch`` begins."""
 
+    def __init__(self, layer: str, epoch: int):
+        super().__init__()
+        self.layer, self.epoch = layer, epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == self.epoch:
+            kernel = self.model.get_layer(self.layer).kernel
+            kernel.assign(tf.fill(kernel.shape, float("nan")))
+
+
+@pytest.mark.parametrize("layer", ["conv1_1", "score_fr"])
+def test_non_finite_weights_stop_and_keep_the_last_good_checkpoint(shapes, tmp_path, layer):
+    """NaN in score_fr makes the loss NaN; NaN in conv1_1 may not (oneDNN's ReLU maps NaN to
+    0): either way no NaN checkpoint is written and the model gets epoch 1's weights back."""
     result = fcn.train(
         train_files=shapes, val_files=(), run_dir=tmp_path, epochs=4, steps_per_epoch=2,
-        crop_size=64, batch_size=2, callbacks=[Poison()], **TINY_RUN,
+        crop_size=64, batch_size=2, callbacks=[Poison(layer, epoch=1)], **TINY_RUN,
     )  # fmt: skip
     assert result.stopped_on_nan
+    assert result.failure.startswith("epoch 2: ") and "epoch-0001.keras" in result.failure
     assert [row["epoch"] for row in result.history] == [0]
+    assert read_state(tmp_path)["checkpoint"] == "epoch-0001.keras"
+    assert sorted(p.name for p in tmp_path.glob("*.keras")) == ["epoch-0001.keras"]
     good = keras.models.load_model(tmp_path / "epoch-0001.keras")
     for a, b in zip(good.get_weights(), result.model.get_weights()):
         np.testing.assert_array_equal(a, b)
-    assert np.isfinite(result.model.get_layer("conv1_1").kernel.numpy()).all()
+    assert np.isfinite(result.model.get_layer(layer).kernel.numpy()).all()
+
+
+def test_poisoned_first_epoch_writes_no_best_model_and_restores_the_initial_one(shapes, tmp_path):
+    keras.utils.set_random_seed(0)
+    initial = fcn.build_model("fcn8s", 3, None, width=1 / 16).get_weights()
+    keras.utils.set_random_seed(0)
+    result = fcn.train(
+        train_files=shapes, val_files=shapes, run_dir=tmp_path, epochs=2, steps_per_epoch=2,
+        crop_size=64, batch_size=2, callbacks=[Poison("conv1_1", epoch=0)], **TINY_RUN,
+    )  # fmt: skip
+    assert result.failure.startswith("epoch 1: non-finite weights in ")
+    assert "conv1_1" in result.failure
+    assert result.best_checkpoint is None and result.history == []
+    assert read_state(tmp_path)["checkpoint"] == "epoch-0000.keras"
+    for a, b in zip(initial, result.model.get_weights()):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_out_of_memory_is_reraised_with_a_batch_that_fits(shapes, tmp_path):

@@ -9,7 +9,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import randomize
+from conftest import assert_within, randomize, sum_tolerance
 from keras.src.legacy.saving import legacy_h5_format
 
 import fcn.vgg16
@@ -29,31 +29,45 @@ def _write_legacy_h5(model: keras.Model, path) -> None:
         legacy_h5_format.save_weights_to_hdf5_group(f, model)
 
 
+def _rounding_tolerance(layer: keras.layers.Layer, x) -> np.ndarray:
+    """How far two float32 evaluations of Keras ``layer`` (a 'same' conv or a Dense) on ``x``
+    may differ, value by value: its sums' size and their absolute magnitude, sum |x w| + |b|."""
+    kernel, bias = (np.abs(w) for w in layer.get_weights())
+    if kernel.ndim == 2:
+        magnitude = np.abs(np.reshape(x, (1, -1))) @ kernel + bias
+    else:
+        magnitude = tf.nn.conv2d(tf.abs(x), kernel, 1, "SAME").numpy() + bias
+    return sum_tolerance(int(np.prod(kernel.shape[:-1])), magnitude)
+
+
 def test_transplant_reproduces_vgg16_activations(vgg16, tmp_path):
+    """Each FCN layer, given Keras VGG16's input to the same layer, gives VGG16's output to the
+    rounding of its own sums (whatever the kernels' summation order); pools exactly."""
     path = tmp_path / "vgg16.weights.h5"
     vgg16.save_weights(path)
     model = build_model("fcn8s", weights=str(path))
     image = np.random.default_rng(0).integers(0, 256, (1, 224, 224, 3)).astype(np.float32)
     x = keras.applications.vgg16.preprocess_input(image.copy())
-    # Conv features: the FCN's conv layers on the same input (pad 1 like Keras' 'same') give
-    # exactly Keras VGG16's block5_pool.
     ours = model.get_layer("preprocess")(image)
-    ours = tf.pad(ours, [[0, 0], [1, 1], [1, 1], [0, 0]])
-    for block, convs in enumerate([2, 2, 3, 3, 3], 1):
-        for i in range(1, convs + 1):
-            ours = model.get_layer(f"conv{block}_{i}")(ours)
-        ours = model.get_layer(f"pool{block}")(ours)
-    pool5 = keras.Model(vgg16.input, vgg16.get_layer("block5_pool").output)(x)
-    np.testing.assert_allclose(ours.numpy(), pool5.numpy(), rtol=1e-4, atol=1e-4)
-    # fc6/fc7 applied to VGG16's pool5 reproduce its fc1/fc2 activations.
-    fc1 = keras.Model(vgg16.input, vgg16.get_layer("fc1").output)(x).numpy()
-    fc2 = keras.Model(vgg16.input, vgg16.get_layer("fc2").output)(x).numpy()
-    fc6 = model.get_layer("fc6")(pool5)
-    fc7 = model.get_layer("fc7")(fc6)
-    assert fc6.shape == (1, 1, 1, 4096)
-    np.testing.assert_allclose(fc6.numpy().reshape(1, -1), fc1, rtol=1e-4, atol=1e-3)
-    np.testing.assert_allclose(fc7.numpy().reshape(1, -1), fc2, rtol=1e-4, atol=1e-3)
-    assert fc1.std() > 0  # a real, non-degenerate comparison
+    np.testing.assert_allclose(ours, x, rtol=0, atol=np.spacing(np.float32(256)))
+    names = {**vgg16_to_fcn_names(), **{f"block{b}_pool": f"pool{b}" for b in range(1, 6)}}
+    order = [layer.name for layer in vgg16.layers if layer.name in names]
+    outputs = keras.Model(vgg16.input, [vgg16.get_layer(n).output for n in order])(x)
+    previous = x
+    for name, theirs in zip(order, outputs):
+        layer, theirs = model.get_layer(names[name]), np.asarray(theirs)
+        assert theirs.std() > 0, name  # a real, non-degenerate comparison
+        if name.endswith("pool"):  # a max rounds nothing
+            np.testing.assert_array_equal(layer(previous), theirs, err_msg=name)
+        else:
+            inputs = previous
+            if name == "block1_conv1":  # valid on the model's 100 px pad; Keras' is 'same'
+                inputs = tf.pad(previous, [[0, 0], [1, 1], [1, 1], [0, 0]])
+            elif name == "fc2":  # fc7 is a 1x1 conv; fc6 is a 7x7 one and takes pool5 as is
+                inputs = tf.reshape(previous, (1, 1, 1, -1))
+            ours = np.reshape(layer(inputs), theirs.shape)
+            assert_within(ours, theirs, _rounding_tolerance(vgg16.get_layer(name), previous), name)
+        previous = theirs
 
 
 def test_every_vgg16_layer_is_mapped(vgg16):

@@ -3,10 +3,15 @@
 Only the file list is shuffled; images are decoded (PIL, scipy) and augmented (albumentations)
 in parallel ``tf.numpy_function`` calls and a fixed, small number of batches is prefetched.
 Decoded data is never cached. Labels stay sparse uint8 class indices with 255 for void.
+
+An iterator can be abandoned: a script that takes one batch and ends exits promptly (see
+:func:`_release_iterators_at_exit`).
 """
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 
 import numpy as np
@@ -20,6 +25,24 @@ from fcn.data.files import SegmentationFiles
 
 PREFETCH_BATCHES = 2
 """Batches (training) or images (evaluation) decoded ahead of the consumer."""
+
+
+@atexit.register
+def _release_iterators_at_exit() -> None:
+    """Free every live tf.data iterator while Python can still run the decoders.
+
+    The decoders are Python (``tf.numpy_function``), called from tf.data's threads. An iterator
+    still referenced when the script ends (``it = iter(dataset); next(it)``) is otherwise freed
+    during interpreter finalisation, when those threads can no longer take the GIL: the
+    process hangs forever or aborts (``terminate called without an active exception``).
+    atexit functions run before finalisation, so dropping the iterators' resources here stops
+    their threads cleanly. It leaves the iterators unusable, which no code after atexit can
+    notice. (``OwnedIterator`` has no public close; a TensorFlow without the attribute is left
+    as it is, and ``tests/test_data_pipeline.py`` would say so.)
+    """
+    for obj in gc.get_objects():
+        if isinstance(obj, tf.data.Iterator):
+            obj.__dict__.pop("_iterator_resource", None)
 
 
 def train_dataset(
