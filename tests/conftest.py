@@ -23,37 +23,54 @@ below 2 exp(-LAMBDA**2 / 2) = 3e-8 per value (Higham & Mary, SIAM J. Sci. Comput
 deterministic worst case, n * u, is far from what real summation orders do."""
 
 
-def sum_tolerance(terms: int, magnitude) -> np.ndarray:
-    """Largest difference expected between two float32 evaluations of the same sums of
-    ``terms`` products, in different orders (two kernel sets, two band sizes), whose absolute
-    products add up to ``magnitude`` (an array: one per value; or the layer's largest)."""
-    return 2 * LAMBDA * np.sqrt(terms) * UNIT_ROUNDOFF * np.asarray(magnitude)
+def sum_tolerance(terms: int, magnitude, unit_roundoff: float = UNIT_ROUNDOFF) -> np.ndarray:
+    """Largest difference expected between two evaluations of the same sums of ``terms``
+    products, in different orders (two kernel sets, two band sizes), whose absolute products
+    add up to ``magnitude`` (an array: one per value; or the layer's largest)."""
+    return 2 * LAMBDA * np.sqrt(terms) * unit_roundoff * np.asarray(magnitude)
 
 
 def assert_within(actual, desired, tolerance, what: str = "") -> None:
     """|actual - desired| <= tolerance everywhere (``tolerance`` an array or a number)."""
-    excess = np.abs(np.asarray(actual, np.float64) - desired) - tolerance
-    worst = np.unravel_index(np.argmax(excess), excess.shape) if excess.size else ()
-    assert np.asarray(actual).shape == np.asarray(desired).shape, what
-    assert excess.size == 0 or excess[worst] <= 0, (
-        f"{what}: off by {excess[worst] + np.broadcast_to(tolerance, excess.shape)[worst]:.3g} "
-        f"at {worst}, tolerance {np.broadcast_to(tolerance, excess.shape)[worst]:.3g}"
+    actual, desired = np.asarray(actual, np.float64), np.asarray(desired, np.float64)
+    assert actual.shape == desired.shape, what
+    excess = np.abs(actual - desired) - tolerance
+    worst = np.unravel_index(np.argmax(excess), excess.shape)
+    limit = np.broadcast_to(tolerance, excess.shape)[worst]
+    assert excess[worst] <= 0, (
+        f"{what}: off by {excess[worst] + limit:.3g} at {worst} > {limit:.3g}"
     )
 
 
-def network_tolerance(model: keras.Model, magnitude: float) -> float:
-    """:func:`sum_tolerance` for a whole network's output, ``magnitude`` its largest absolute
-    value: each layer adds independent rounding errors, which an initialisation that keeps
-    the activations' scale (He) carries to the output at the same relative size, so the
-    variances add up: sqrt(sum of every kernel's terms per output value) replaces sqrt(n)."""
-    terms = 0
+def network_tolerance(model: keras.Model, magnitude: float, dtype: str = "float32") -> float:
+    """How far two evaluations of ``model`` (different summation orders) may differ, for an
+    output whose largest absolute value is ``magnitude``.
+
+    Each layer adds independent rounding errors, which an initialisation that keeps the
+    activations' scale (He) carries to the output at the same relative size, so variances
+    add up: float32 sums of every kernel's terms per output value (sqrt of their total replaces
+    sqrt(n) of :func:`sum_tolerance`) and, for a ``dtype`` narrower than float32, one rounding
+    of every layer's output to it (sqrt of the number of layers).
+    """
+    terms = layers = 0
     for layer in model.layers:
         if isinstance(layer, keras.layers.Conv2DTranspose):  # kernel (kh, kw, out, in)
             (kh, kw), (sh, sw) = layer.kernel_size, layer.strides
             terms += -(-kh // sh) * -(-kw // sw) * layer.kernel.shape[3]
         elif isinstance(layer, keras.layers.Conv2D):  # kernel (kh, kw, in, out)
             terms += int(np.prod(layer.kernel.shape[:-1]))
-    return float(sum_tolerance(terms, magnitude))
+        layers += bool(layer.weights)
+    tolerance = sum_tolerance(terms, magnitude)
+    if np.finfo(dtype).bits < 32:
+        tolerance += sum_tolerance(layers, magnitude, float(np.finfo(dtype).eps) / 2)
+    return float(tolerance)
+
+
+def clear_of_ties(logits: np.ndarray, tolerance: float) -> np.ndarray:
+    """Pixels whose top two logits are more than 2 ``tolerance`` apart: the argmax of any other
+    evaluation within ``tolerance`` picks the same class there."""
+    top2 = np.sort(logits, -1)[..., -2:]
+    return top2[..., 1] - top2[..., 0] > 2 * tolerance
 
 
 TINY = 1 / 16

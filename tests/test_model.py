@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import TINY, randomize
+from conftest import TINY, network_tolerance, randomize
 
 from fcn import CROP_OFFSETS, VARIANTS, build_model, transfer_weights
 from fcn.layers import bilinear_filter
@@ -153,7 +153,8 @@ def test_mixed_float16_gives_float32_logits_close_to_float32(tiny_fcn8s):
     assert logits.dtype == tf.float32
     scale = np.abs(reference).max()
     assert scale > 0
-    np.testing.assert_allclose(logits.numpy(), reference, atol=0.02 * scale)
+    tolerance = network_tolerance(half, scale, "float16")
+    np.testing.assert_allclose(logits.numpy(), reference, rtol=0, atol=tolerance)
 
 
 def test_keras_file_round_trip_is_identical(tiny_fcn8s, tmp_path):

@@ -1,6 +1,6 @@
 """Training runs that tests start in their own process (SIGKILL, logical devices).
 
-    python tests/train_script.py RUN_DIR {resume-slow,resume,mirrored} [extra]
+python tests/train_script.py RUN_DIR {resume-slow,resume,mirrored} [extra]
 """
 
 from __future__ import annotations
