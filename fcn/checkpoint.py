@@ -94,7 +94,7 @@ class RunCheckpoint(keras.callbacks.Callback):
             return
         logs = {k: float(v) for k, v in (logs or {}).items()}
         score, best = logs.get(self.monitor), self.state["best"]
-        improved = score is not None and (best is None or score > best)
+        improved = score is not None and math.isfinite(score) and (best is None or score > best)
         self._save(epoch + 1, {"epoch": epoch, **logs}, best=score if improved else None)
 
     def _save(self, epochs: int, logs: dict | None, best: float | None = None) -> None:

@@ -110,10 +110,31 @@ def training_memory_estimate(model: keras.Model, crop_size: int, batch_size: int
     return 4 * (3 * model.count_params() + 2 * batch_size * activations)
 
 
+def _reset_peak_memory() -> None:
+    """Start a new peak: the first GPU's allocator peak, else this process's VmHWM (Linux:
+    reset to the current RSS; elsewhere the peak cannot be reset and only grows)."""
+    if tf.config.list_logical_devices("GPU"):
+        tf.config.experimental.reset_memory_stats("GPU:0")
+        return
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 def _peak_memory_bytes() -> int:
-    """Peak device memory: the first GPU's allocator peak, else this process's peak RSS."""
+    """Peak device memory since :func:`_reset_peak_memory`: the first GPU's allocator peak,
+    else this process's peak RSS (VmHWM)."""
     if tf.config.list_logical_devices("GPU"):
         return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
@@ -160,27 +181,32 @@ def find_batch_size(
 
     The model's weights are restored afterwards.
     """
+    if max_batch < 1:
+        raise ValueError(f"max_batch must be at least 1, got {max_batch}")
     on_gpu = bool(tf.config.list_logical_devices("GPU"))
     if memory_limit is None and not on_gpu:
         memory_limit = int(0.8 * _available_host_memory())
     num_classes = model.output_shape[-1]
     saved = model.get_weights()
     optimizer = keras.optimizers.SGD(1e-12, momentum=0.9)
+    optimizer.build(model.trainable_variables)  # its momentum is not part of any one probe
     loss_fn = segmentation_loss()
     rng = np.random.default_rng(0)
     peaks: dict[int, int] = {}
+    shape = (None, crop_size, crop_size)
 
-    @tf.function(reduce_retracing=True)
-    def step(images, labels):
+    specs = [tf.TensorSpec((*shape, 3), tf.uint8), tf.TensorSpec(shape, tf.uint8)]
+
+    @tf.function(input_signature=specs)
+    def step(images, labels):  # one trace for every batch size
         with tf.GradientTape() as tape:
             loss = loss_fn(labels, model(images, training=True))
         optimizer.apply(tape.gradient(loss, model.trainable_weights), model.trainable_weights)
 
     def fits(batch: int) -> bool:
-        if on_gpu:
-            tf.config.experimental.reset_memory_stats("GPU:0")
         images = rng.integers(0, 256, (batch, crop_size, crop_size, 3), dtype=np.uint8)
         labels = rng.integers(0, num_classes, (batch, crop_size, crop_size), dtype=np.uint8)
+        _reset_peak_memory()
         try:
             step(images, labels)
         except tf.errors.ResourceExhaustedError:
@@ -191,15 +217,29 @@ def find_batch_size(
     try:
         if on_gpu:
             good = _search(fits, max_batch)
-        elif not fits(1):
+        elif not fits(1):  # also traces the step and makes its first-run allocations
             good = 0
         else:
+            fits(1)  # measured again, after that
             fits(2)
-            per_crop = max(peaks[2] - peaks[1], 1)
-            good = int(min(max_batch, 1 + (memory_limit - peaks[1]) // per_crop))
+            good = extrapolate_batch_size(peaks[1], peaks[2], memory_limit, max_batch)
     finally:
         model.set_weights(saved)
     return BatchSizeReport(good, crop_size, peaks, memory_limit)
+
+
+def extrapolate_batch_size(peak_1: int, peak_2: int, memory_limit: int, max_batch: int) -> int:
+    """The largest batch (at most ``max_batch``) whose peak, linear in the batch through the
+    measured peaks of batches 1 and 2 (bytes), stays within ``memory_limit`` (bytes).
+
+    Example:
+        >>> extrapolate_batch_size(1_000, 1_100, 1_350, 64)  # batch 4 peaks at 1,300
+        4
+    """
+    if peak_1 > memory_limit:
+        return 0
+    per_crop = max(peak_2 - peak_1, 1)
+    return int(min(max_batch, 1 + (memory_limit - peak_1) // per_crop))
 
 
 def _search(fits, max_batch: int) -> int:

@@ -198,14 +198,14 @@ def _pointwise_path(path: list, rows):
     return tf.cond(_has_rows(rows), run, lambda: _no_rows(path[-1], rows))
 
 
-def _label_dtype(num_classes: int) -> tf.DType:
+def label_dtype(num_classes: int) -> tf.DType:
     return tf.uint8 if num_classes <= 256 else tf.int32
 
 
 def _argmax(logits):
     """Class indices of (..., C) logits: uint8 up to 256 classes, else int32."""
     indices = tf.argmax(logits, -1, output_type=tf.int32)
-    return tf.cast(indices, _label_dtype(logits.shape[-1]))
+    return tf.cast(indices, label_dtype(logits.shape[-1]))
 
 
 def _rows_first(x):
@@ -255,9 +255,14 @@ class _StreamedFCN:
 
     def input_rows(self, images, lo, hi):
         """Rows ``[lo, hi)`` of the preprocessed, padded images (what conv1_1 reads)."""
-        height, pad = tf.shape(images)[1], self.pad
-        first, stop = tf.clip_by_value(lo - pad, 0, height), tf.clip_by_value(hi - pad, 0, height)
-        rows = self.preprocess(images[:, first:stop])
+        shape, pad = tf.shape(images), self.pad
+        first = tf.clip_by_value(lo - pad, 0, shape[1])
+        stop = tf.clip_by_value(hi - pad, 0, shape[1])
+        rows = tf.cond(  # a band inside the top or bottom padding reads no image row
+            stop > first,
+            lambda: self.preprocess(images[:, first:stop]),
+            lambda: tf.zeros([shape[0], 0, shape[2], 3], self.preprocess.compute_dtype),
+        )
         top = tf.clip_by_value(pad - lo, 0, hi - lo)
         bottom = hi - lo - top - (stop - first)
         return tf.pad(rows, [[0, 0], [top, bottom], [pad, pad], [0, 0]])
@@ -342,7 +347,7 @@ class _StreamedFCN:
             return _argmax(logits) if output == "labels" else logits
 
         if output == "labels":
-            return _in_bands(height, band, one, _label_dtype(up.filters), 3)
+            return _in_bands(height, band, one, label_dtype(up.filters), 3)
         return _in_bands(height, band, one, tf.float32, 4)
 
 
@@ -417,6 +422,11 @@ def compiled_forward(
             images = tf.convert_to_tensor(images)
             if images.dtype != tf.uint8:
                 images = tf.cast(images, tf.float32)
+            if 0 in images.shape[:3]:  # no pixel: no kernel runs (oneDNN's differ on empty)
+                classes = model.output_shape[-1]
+                if output == "labels":
+                    return tf.zeros(images.shape[:3], label_dtype(classes))
+                return tf.zeros([*images.shape[:3], classes], tf.float32)
             if streamed is None:
                 return traced[whole, images.dtype](images)
             n, height, width = images.shape[:3]

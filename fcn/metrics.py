@@ -56,10 +56,11 @@ def confusion_matrix(labels, predictions, num_classes: int) -> tf.Tensor:
     labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
     predictions = tf.reshape(tf.cast(predictions, tf.int32), [-1])
     valid = (labels >= 0) & (labels < num_classes)
-    index = tf.boolean_mask(labels * num_classes + predictions, valid)
     size = num_classes * num_classes
-    counts = tf.math.bincount(index, minlength=size, maxlength=size, dtype=tf.int64)
-    return tf.reshape(counts, (num_classes, num_classes))
+    # Unscored pixels count in one extra bin, dropped after: no mask, no empty tensor.
+    index = tf.where(valid, labels * num_classes + predictions, size)
+    counts = tf.math.bincount(index, minlength=size + 1, maxlength=size + 1, dtype=tf.int64)
+    return tf.reshape(counts[:size], (num_classes, num_classes))
 
 
 def confusion_counts(labels, logits, num_classes: int) -> tf.Tensor:
@@ -95,9 +96,10 @@ class MeanIoU(keras.metrics.Metric):
         hist = tf.cast(self.confusion, tf.float64)
         diag = tf.linalg.diag_part(hist)
         union = tf.reduce_sum(hist, 0) + tf.reduce_sum(hist, 1) - diag
-        present = union > 0
-        iou = tf.boolean_mask(diag, present) / tf.boolean_mask(union, present)
-        return tf.cast(tf.reduce_mean(iou), tf.float32)  # NaN when nothing is labelled
+        present = tf.cast(union > 0, tf.float64)
+        iou = diag / tf.maximum(union, 1.0) * present
+        # 0 / 0 = NaN when nothing is labelled or predicted, as score.py's nanmean
+        return tf.cast(tf.reduce_sum(iou) / tf.reduce_sum(present), tf.float32)
 
     def reset_state(self):
         self.confusion.assign(tf.zeros_like(self.confusion))

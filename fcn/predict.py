@@ -19,7 +19,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from fcn.data.files import IMAGE_SUFFIXES
-from fcn.forward import default_max_pixels
+from fcn.forward import default_max_pixels, label_dtype
 from fcn.tiling import DEFAULT_MARGIN, predict_tiled
 
 DEFAULT_MODEL_FILE = "fcn8s-voc.keras"
@@ -81,14 +81,17 @@ def read_rgb(image: ImageLike) -> np.ndarray:
         except (OSError, SyntaxError) as err:
             raise ValueError(f"{os.fspath(image)}: not a readable image ({err})") from err
     if isinstance(image, Image.Image):
-        return np.asarray(ImageOps.exif_transpose(image).convert("RGB"))
-    array = np.asarray(image)
+        array = np.asarray(ImageOps.exif_transpose(image).convert("RGB"))
+    else:
+        array = np.asarray(image)
     if array.ndim == 2:
         array = np.repeat(array[..., None], 3, axis=-1)
     if array.ndim != 3 or array.shape[-1] not in (3, 4):
         raise ValueError(
             f"an image array must be (H, W), (H, W, 3) or (H, W, 4), got {array.shape}"
         )
+    if 0 in array.shape[:2]:
+        raise ValueError(f"an image must have at least one pixel, got {array.shape[:2]}")
     if array.dtype != np.uint8:
         if array.min() < 0 or array.max() > 255:
             raise ValueError("a non-uint8 image array must hold values in 0..255")
@@ -100,7 +103,7 @@ def _predict_one(model, image, probabilities, max_pixels, margin):
     rgb = read_rgb(image)
     if max_pixels is None:
         max_pixels = default_max_pixels(model)
-    labels = np.empty(rgb.shape[:2], np.uint8)
+    labels = np.empty(rgb.shape[:2], label_dtype(model.output_shape[-1]).as_numpy_dtype)
     if not probabilities:
         for region, part in predict_tiled(model, rgb, max_pixels, margin, "labels"):
             labels[region] = part
@@ -133,9 +136,9 @@ def predict(
         margin: tile context, pixels (see :mod:`fcn.tiling`).
 
     Returns:
-        The (H, W) uint8 label map at the image's original resolution (EXIF-upright), or
-        ``(labels, probabilities)``; a list of those for a list. For many files use
-        :func:`predict_files`, which streams.
+        The (H, W) label map (uint8; int32 above 256 classes) at the image's original
+        resolution (EXIF-upright), or ``(labels, probabilities)``; a list of those for a
+        list. For many files use :func:`predict_files`, which streams.
     """
     if not isinstance(model, keras.Model):
         model = load_model(model)

@@ -73,6 +73,40 @@ def clear_of_ties(logits: np.ndarray, tolerance: float) -> np.ndarray:
     return top2[..., 1] - top2[..., 0] > 2 * tolerance
 
 
+def whole_logits(model: keras.Model, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Keras' own pass over one (H, W, 3) image: its logits (H, W, C) and the pixels whose
+    class any evaluation within :func:`network_tolerance` of it agrees on."""
+    logits = np.asarray(model(np.asarray(image)[None].astype("float32"), training=False)[0])
+    return logits, clear_of_ties(logits, network_tolerance(model, np.abs(logits).max()))
+
+
+def void_near_ties(model: keras.Model, pairs) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``pairs`` with the near-tie pixels of ``model`` (see :func:`whole_logits`) made void:
+    every way of evaluating them (batches, bands, tiles, kernels) must give one confusion."""
+    out = []
+    for image, label in pairs:
+        label = np.array(label, np.uint8)
+        label[~whole_logits(model, image)[1]] = 255
+        out.append((np.asarray(image), label))
+    return out
+
+
+def assert_confusion_of(model: keras.Model, pairs, confusion: np.ndarray) -> None:
+    """``confusion`` is ``model``'s on ``pairs``: each labelled pixel whose class is clear counts
+    in (truth, Keras' argmax), each near-tie somewhere in its truth's row."""
+    n = model.output_shape[-1]
+    expected, ties = np.zeros((n, n), np.int64), np.zeros(n, np.int64)
+    for image, label in pairs:
+        logits, clear = whole_logits(model, image)
+        label = np.asarray(label)
+        labelled = label < n
+        np.add.at(expected, (label[labelled & clear], logits.argmax(-1)[labelled & clear]), 1)
+        ties += np.bincount(label[labelled & ~clear], minlength=n)
+    extra = np.asarray(confusion) - expected
+    assert (extra >= 0).all() and (extra.sum(1) == ties).all(), (extra.sum(1), ties)
+    assert ties.sum() < 0.01 * expected.sum()  # a real comparison: nearly every pixel is clear
+
+
 TINY = 1 / 16
 """Width multiplier of the topology-preserving test model (VGG body 4..32 channels, fc 256)."""
 

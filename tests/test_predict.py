@@ -8,7 +8,7 @@ import inspect
 
 import numpy as np
 import pytest
-from conftest import clear_of_ties, network_tolerance, sum_tolerance
+from conftest import clear_of_ties, network_tolerance, randomize, sum_tolerance, whole_logits
 from PIL import Image
 
 import fcn
@@ -77,6 +77,21 @@ def test_exif_orientation_is_honoured(tiny_fcn8s, tmp_path):
     labels = fcn.predict(tmp_path / "rotated.png", tiny_fcn8s)
     np.testing.assert_array_equal(labels, fcn.predict(upright, tiny_fcn8s))
     assert not np.array_equal(labels, fcn.predict(np.rot90(array, 1), tiny_fcn8s))
+
+
+def test_an_image_without_pixels_is_refused(tiny_fcn8s):
+    for empty in (np.zeros((0, 601, 3), np.uint8), Image.new("RGB", (5, 0))):
+        with pytest.raises(ValueError, match="at least one pixel"):
+            fcn.predict(empty, tiny_fcn8s)
+
+
+def test_more_than_256_classes_keep_their_indices():
+    model = randomize(fcn.build_model("fcn8s", 300, weights=None, width=1 / 16), seed=8)
+    image = RNG.integers(0, 256, (40, 30, 3)).astype(np.uint8)
+    labels = fcn.predict(image, model)
+    assert labels.dtype == np.int32 and labels.max() > 255
+    logits, clear = whole_logits(model, image)
+    np.testing.assert_array_equal(labels[clear], logits.argmax(-1)[clear])
 
 
 def test_tiled_prediction_equals_whole_image(tiny_fcn8s):

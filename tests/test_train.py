@@ -15,12 +15,12 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import write_shapes
+from conftest import UNIT_ROUNDOFF, assert_within, sum_tolerance, write_shapes
 
 import fcn
-from fcn.checkpoint import read_state
+from fcn.checkpoint import RunCheckpoint, read_state
 from fcn.classes import IGNORE_LABEL
-from fcn.device import _search
+from fcn.device import _search, extrapolate_batch_size
 from fcn.recipes import RECIPES, CaffeSGD, segmentation_loss
 from fcn.train import input_fn
 
@@ -34,7 +34,9 @@ def shapes(tmp_path_factory):
 
 
 def test_width_reduced_fcn8s_overfits_to_mean_iou_above_09(shapes, tmp_path):
-    keras.utils.set_random_seed(0)  # unseeded, 100 steps ended between 0.89 and 0.95
+    """Seeded (the seed fixture). Measured final mean IoU over seeds 0-5: 0.921-0.951 under
+    oneDNN, 0.921-0.948 under Eigen (seed 0: 0.951 / 0.948), so 0.9 clears the spread of both
+    kernel sets and of the seeds."""
     result = fcn.train(
         train_files=shapes, val_files=shapes, run_dir=tmp_path, weights=None, width=1 / 8,
         num_classes=3, epochs=12, steps_per_epoch=10, crop_size=96, batch_size=4,
@@ -50,10 +52,11 @@ def test_width_reduced_fcn8s_overfits_to_mean_iou_above_09(shapes, tmp_path):
 @pytest.mark.parametrize("recipe", ["practical", "paper"])
 def test_both_recipes_reduce_the_loss(shapes, tmp_path, recipe):
     """Each recipe as it is (crops + poly, or whole images + momentum 0.99), with a learning rate
-    for a from-scratch model instead of the VGG16-initialised one of the recipe."""
+    for a from-scratch model instead of the VGG16-initialised one of the recipe (practical:
+    1e-2 spiked on some seeds; over seeds 0-3, 3e-3 ended 17-87% below the first epoch)."""
     result = fcn.train(
         train_files=shapes, val_files=(), run_dir=tmp_path, recipe=recipe, epochs=4,
-        steps_per_epoch=8, learning_rate={"practical": 1e-2, "paper": 1e-3}[recipe],
+        steps_per_epoch=8, learning_rate={"practical": 3e-3, "paper": 1e-3}[recipe],
         crop_size=96 if recipe == "practical" else None,  # the recipe's 320 crop: slow here
         batch_size=4 if recipe == "practical" else None,
         weights=None, width=1 / 8, num_classes=3, verbose=0,
@@ -116,11 +119,15 @@ def test_gradient_accumulation_equals_the_larger_batch():
         return model.get_weights()
 
     big, accumulated = train_once(4, 1), train_once(2, 2)
+    keras.utils.set_random_seed(0)
+    initial = fcn.build_model("fcn8s", 3, None, width=1 / 16, dropout=0.0).get_weights()
     moved = 0
-    initial = fcn.build_model("fcn8s", 3, None, width=1 / 16).get_weights()
     for a, b, init in zip(big, accumulated, initial):
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6 * np.abs(a - init).max())
-        moved += int(not np.array_equal(a, init))
+        # The gradients sum over every pixel of the batch in another order; the update is
+        # then added to the weight (one more rounding of its size).
+        update = np.abs(a - init).max()
+        assert_within(b, a, sum_tolerance(labels.size, update) + 2 * UNIT_ROUNDOFF * np.abs(a))
+        moved += int(update > 0)
     assert moved >= 6  # the score layers and biases really moved
 
 
@@ -215,18 +222,47 @@ def test_batch_search_finds_the_largest_fitting_batch(limit):
     assert len(tried) <= 14  # doubling then bisection, not a linear scan
 
 
-def test_find_batch_size_on_cpu_measures_and_extrapolates(tmp_path):
+def test_extrapolated_batch_is_linear_in_the_measured_peaks():
+    assert extrapolate_batch_size(1_000, 1_100, 1_399, 64) == 4  # 4 crops: 1,300
+    assert extrapolate_batch_size(1_000, 1_100, 1_400, 64) == 5
+    assert extrapolate_batch_size(1_000, 1_100, 10**9, 64) == 64
+    assert extrapolate_batch_size(1_000, 1_100, 999, 64) == 0
+    with pytest.raises(ValueError, match="max_batch must be at least 1"):
+        fcn.find_batch_size(None, 96, max_batch=0)
+
+
+def test_find_batch_size_on_cpu_measures_each_step_on_its_own(tmp_path):
+    """Each probe's peak is its own (VmHWM reset; the step traced and the momentum built
+    before): batch 2 peaks above batch 1, and the answer is the extrapolation of the two.
+    (How close the peaks come to the estimate is the business of a benchmark: measured here,
+    0.9x of the estimated growth per crop under oneDNN, 0.2-0.3x under Eigen, whose allocator
+    reuses more of the first step's buffers.)"""
+    if not Path("/proc/self/clear_refs").exists():
+        pytest.skip("needs Linux /proc to reset the peak RSS")
     code = (
-        "import json, fcn; m = fcn.build_model('fcn8s', weights=None, width=1/4);"
-        "r = fcn.find_batch_size(m, 96, max_batch=64);"
-        "low = fcn.find_batch_size(m, 96, memory_limit=1);"
+        "import json, fcn;"
+        "m = fcn.build_model('fcn8s', weights=None, width=1/4);"
+        "r = fcn.find_batch_size(m, 160, max_batch=64);"
+        "low = fcn.find_batch_size(m, 160, memory_limit=1);"
         "print(json.dumps([r.batch_size, r.peak_bytes, r.memory_limit, low.batch_size]))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     batch, peaks, limit, low = json.loads(out.stdout.strip().splitlines()[-1])
-    assert set(peaks) == {"1", "2"} and peaks["2"] >= peaks["1"] > 0
-    assert 1 <= batch <= 64 and limit > peaks["2"]
+    assert set(peaks) == {"1", "2"} and peaks["2"] > peaks["1"] > 0
+    assert batch == extrapolate_batch_size(peaks["1"], peaks["2"], limit, 64)
     assert low == 0  # nothing fits under one byte
+
+
+def test_a_nan_validation_score_never_becomes_the_best(tmp_path):
+    model = fcn.build_model("fcn8s", 3, None, width=1 / 16)
+    model.compile(optimizer=RECIPES["practical"].optimizer(4), loss=segmentation_loss())
+    checkpoint = RunCheckpoint(tmp_path)
+    checkpoint.set_model(model)
+    checkpoint.on_train_begin()
+    checkpoint.on_epoch_end(0, {"loss": 1.0, "val_mean_iou": float("nan")})  # nothing labelled
+    assert read_state(tmp_path)["best"] is None and not (tmp_path / "best.keras").exists()
+    checkpoint.on_epoch_end(1, {"loss": 0.9, "val_mean_iou": 0.5})
+    assert read_state(tmp_path)["best"] == 0.5 and read_state(tmp_path)["best_epoch"] == 2
 
 
 def _run(args, **kwargs):
