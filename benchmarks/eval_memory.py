@@ -163,6 +163,9 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    from fcn.device import cpu_summary
+
+    print(f"# {cpu_summary()}", flush=True)  # the kernel set every figure below ran with
     if args.worker:
         kind, *rest = args.worker
         result = scaling_worker(rest[0], rest[1], int(rest[2])) if kind == "scaling" else (

@@ -105,6 +105,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, help="where the synthetic data is (made if absent)")
     parser.add_argument("--worker", choices=["streaming", "naive"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    from fcn.device import cpu_summary
+
+    print(f"# {cpu_summary()}", flush=True)  # the kernel set every figure below ran with
     if args.worker:
         print(json.dumps(measure(args.worker, args.data, args.sizes[0], args.epochs)))
         return

@@ -98,6 +98,9 @@ def main() -> None:
         "--one", nargs=2, type=int, metavar=("SIZE", "BATCH"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
+    from fcn.device import cpu_summary
+
+    print(f"# {cpu_summary()}", flush=True)  # the kernel set every figure below ran with
     if args.one:
         print(json.dumps(measure(*args.one, args.repeats)))
         return

@@ -71,6 +71,9 @@ def main() -> None:
     parser.add_argument("--mixed-precision", action="store_true", help="also mixed_float16")
     parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    from fcn.device import cpu_summary
+
+    print(f"# {cpu_summary()}", flush=True)  # the kernel set every figure below ran with
     if args.worker:
         batch, pipeline, steps, voc, policy = args.worker
         print(json.dumps(measure(int(batch), pipeline == "1", int(steps), voc, policy)))

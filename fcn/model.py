@@ -33,6 +33,11 @@ ATONCE_SCALES = {"pool4": 0.01, "pool3": 0.0001}
 """Fixed scaling of the skip features in the all-at-once FCN-8s."""
 
 
+def skip_layer_names(pool: str) -> tuple[str, str]:
+    """(the at-once scaling, the score layer) of the skip branch off ``pool`` ("pool4")."""
+    return f"scale_{pool}", f"score_{pool}"
+
+
 def _upscore(name: str, classes: int, kernel: int, stride: int, learnable: bool):
     return keras.layers.Conv2DTranspose(
         classes, kernel, strides=stride, use_bias=False, name=name,
@@ -104,9 +109,10 @@ def build_model(
         up_name = "upscore2" if pool == 4 else "upscore_pool4"
         x = _upscore(up_name, num_classes, 4, 2, learnable_upsampling)(x)
         skip = pools[pool]
+        scale_name, score_name = skip_layer_names(f"pool{pool}")
         if variant == "fcn8s_atonce":
-            skip = Scale(ATONCE_SCALES[f"pool{pool}"], name=f"scale_pool{pool}")(skip)
-        skip = _score(f"score_pool{pool}", num_classes)(skip)
+            skip = Scale(ATONCE_SCALES[f"pool{pool}"], name=scale_name)(skip)
+        skip = _score(score_name, num_classes)(skip)
         skip = CaffeCrop(offsets[f"score_pool{pool}c"], name=f"score_pool{pool}c")([skip, x])
         return keras.layers.Add(name=f"fuse_pool{pool}")([x, skip])
 

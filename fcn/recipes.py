@@ -1,12 +1,33 @@
 """Training recipes: the loss, Caffe's SGD, and the two ways to train an FCN.
 
-* ``practical`` (default): batches of fixed-size augmented crops, SGD momentum 0.9, a poly
-  learning-rate schedule; fast on a GPU and what most modern segmentation code does.
+* ``practical`` (default): batches of fixed-size augmented crops, SGD momentum 0.9, learning
+  rate 1e-4 with a poly schedule; what most modern segmentation code does.
 * ``paper``: the FCN paper's recipe, one whole image per step at native size, no augmentation,
-  SGD momentum 0.99, a fixed learning rate.
+  SGD momentum 0.99, a fixed rate of 1e-10 per summed pixel (1.9e-5 for our mean loss).
 
 Both use Caffe's weight decay 5e-4 on kernels and twice the learning rate without decay for
-biases (:class:`CaffeSGD`).
+biases (:class:`CaffeSGD`), and, for the staged FCN-16s/FCN-8s, the skip-layer rates of
+:func:`skip_kernel_lr_mults`.
+
+Why these rates (measured from the real ImageNet VGG16 conv weights on real VOC crops, 320x320,
+batch 1; ``benchmarks/convergence.py`` and ``benchmarks/README.md``). With Caffe's 0..255 input
+the pretrained features are large, and the three score layers see inputs of very different
+energy: mean ||x||^2 per pixel 1e7 at pool3, 8e5 at pool4, 3e3 at fc7 (random fc6/fc7; the full
+file's fc7 is of the same order). For a zero-initialised linear score layer the curvature of
+the loss along its kernel is about half its input's energy, so no single learning rate suits
+all three: at the old default 1e-3, score_pool3's first step alone (gradient 1.7e3) made logits
+of 1.8e4 (loss 5,007 at step 2), their gradients wrecked the body (conv1_1's gradient 9.4e3 for
+a kernel of norm 8.6) and the loss was NaN at step 5; at 1e-4 it spiked to 500 before settling
+on the majority class; the paper's 1.9e-5 with momentum 0.99 went to 344 and never learned.
+The paper itself never trains FCN-8s from ImageNet with one rate: it trains FCN-32s at 1e-10,
+then FCN-16s at 1e-12, then FCN-8s at 1e-14, or scales pool4 by 1e-2 and pool3 by 1e-4 in the
+at-once net. For SGD from a zero kernel, scaling a layer's input by ``s`` is the same as
+multiplying its kernel's gradient by ``s**2``, so :func:`skip_kernel_lr_mults` gives the staged
+nets the at-once scaling without changing the model (its weights stay those of ``voc-fcn8s``).
+With it, 40 steps at 1e-4 (momentum 0.9) and at 1.9e-5 (0.99) never exceeded a loss of 6.1;
+1e-3 still spiked to 45. The practical rate is therefore 1e-4, an effective step
+lr / (1 - momentum) of 1e-3, half the paper's 1.9e-3 and 10x inside the curvature bound
+2 (1 + momentum) / lambda of score_fr measured above, a margin kept for the full VGG16 file.
 """
 
 from __future__ import annotations
@@ -16,6 +37,7 @@ from dataclasses import dataclass
 import keras
 
 from fcn.classes import IGNORE_LABEL
+from fcn.model import ATONCE_SCALES, skip_layer_names
 
 PAPER_PIXELS_PER_IMAGE = 500 * 375
 """Typical VOC image size: converts the paper's learning rate for a summed loss to our mean."""
@@ -40,18 +62,43 @@ class CaffeSGD(keras.optimizers.SGD):
 
     Kernels get L2 weight decay coupled into the gradient (``g + decay * w``, as Caffe does;
     Keras' own ``weight_decay`` is decoupled); biases (1-D variables) get ``bias_lr_mult`` times
-    the learning rate and no decay.
+    the learning rate and no decay. ``kernel_lr_mults`` maps layer names to a factor on their
+    kernel's loss gradient (``mult * g + decay * w``): with ``s**2`` it trains that layer exactly
+    as if its input were scaled by ``s`` (see :func:`skip_kernel_lr_mults`).
+
+    Example:
+        >>> optimizer = CaffeSGD(learning_rate=1e-4, momentum=0.9,
+        ...                      kernel_lr_mults={"score_pool3": 1e-8})
+        >>> optimizer.get_config()["kernel_lr_mults"]
+        {'score_pool3': 1e-08}
     """
 
-    def __init__(self, *args, caffe_weight_decay: float = 5e-4, bias_lr_mult: float = 2.0, **kw):
+    def __init__(
+        self,
+        *args,
+        caffe_weight_decay: float = 5e-4,
+        bias_lr_mult: float = 2.0,
+        kernel_lr_mults: dict[str, float] | None = None,
+        **kw,
+    ):
         super().__init__(*args, **kw)
         self.caffe_weight_decay = caffe_weight_decay
         self.bias_lr_mult = bias_lr_mult
+        self.kernel_lr_mults = dict(kernel_lr_mults or {})
+
+    def build(self, variables):
+        super().build(variables)
+        self._gradient_mults = []  # by variable index
+        for v in variables:
+            layer = v.path.split("/")[-2] if "/" in v.path else None
+            kernel = self.kernel_lr_mults.get(layer, 1.0) if len(v.shape) > 1 else 1.0
+            self._gradient_mults.append(self.bias_lr_mult if len(v.shape) == 1 else kernel)
 
     def update_step(self, gradient, variable, learning_rate):
-        if len(variable.shape) == 1:
-            gradient = gradient * keras.ops.cast(self.bias_lr_mult, gradient.dtype)
-        elif self.caffe_weight_decay:
+        mult = self._gradient_mults[self._get_variable_index(variable)]
+        if mult != 1.0:
+            gradient = gradient * keras.ops.cast(mult, gradient.dtype)
+        if len(variable.shape) > 1 and self.caffe_weight_decay:
             decay = keras.ops.cast(self.caffe_weight_decay, gradient.dtype)
             gradient = gradient + decay * keras.ops.cast(variable, gradient.dtype)
         super().update_step(gradient, variable, learning_rate)
@@ -61,7 +108,28 @@ class CaffeSGD(keras.optimizers.SGD):
             **super().get_config(),
             "caffe_weight_decay": self.caffe_weight_decay,
             "bias_lr_mult": self.bias_lr_mult,
+            "kernel_lr_mults": self.kernel_lr_mults,
         }
+
+
+def skip_kernel_lr_mults(model: keras.Model) -> dict[str, float]:
+    """Learning-rate multipliers that give the skip score layers of a staged FCN (fcn16s, fcn8s)
+    the at-once FCN-8s's scaling of their inputs: ``s**2`` for each scale ``s`` of
+    :data:`fcn.model.ATONCE_SCALES` whose branch ``model`` has unscaled ({} for fcn32s and for
+    fcn8s_atonce, which scales in the model). See the module docstring for why.
+
+    Example:
+        >>> from fcn import build_model
+        >>> skip_kernel_lr_mults(build_model("fcn8s", weights=None, width=1 / 16))
+        {'score_pool4': 0.0001, 'score_pool3': 1e-08}
+    """
+    names = {layer.name for layer in model.layers}
+    mults = {}
+    for pool, scale in ATONCE_SCALES.items():
+        scale_name, score_name = skip_layer_names(pool)
+        if score_name in names and scale_name not in names:
+            mults[score_name] = scale**2
+    return mults
 
 
 @dataclass(frozen=True)
@@ -87,10 +155,16 @@ class Recipe:
     poly_power: float | None
     augment: bool
 
-    def optimizer(self, total_batches: int, accumulate: int = 1) -> CaffeSGD:
+    def optimizer(
+        self,
+        total_batches: int,
+        accumulate: int = 1,
+        kernel_lr_mults: dict[str, float] | None = None,
+    ) -> CaffeSGD:
         """The optimiser for a run of ``total_batches`` batches, averaging ``accumulate`` batches
-        per update. (Keras evaluates a schedule at every batch, accumulated or not, so the poly
-        schedule spans batches, not updates.)"""
+        per update, with ``kernel_lr_mults`` (:func:`skip_kernel_lr_mults` of the model). (Keras
+        evaluates a schedule at every batch, accumulated or not, so the poly schedule spans
+        batches, not updates.)"""
         lr = self.learning_rate
         if self.poly_power is not None:
             lr = keras.optimizers.schedules.PolynomialDecay(
@@ -100,12 +174,13 @@ class Recipe:
             learning_rate=lr,
             momentum=self.momentum,
             gradient_accumulation_steps=accumulate if accumulate > 1 else None,
+            kernel_lr_mults=kernel_lr_mults,
         )
 
 
 RECIPES: dict[str, Recipe] = {
     "practical": Recipe(
-        crop_size=320, batch_size=8, learning_rate=1e-3, momentum=0.9, poly_power=0.9,
+        crop_size=320, batch_size=8, learning_rate=1e-4, momentum=0.9, poly_power=0.9,
         augment=True,
     ),
     "paper": Recipe(

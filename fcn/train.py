@@ -24,7 +24,7 @@ from fcn.device import (
     training_memory_estimate,
 )
 from fcn.model import build_model
-from fcn.recipes import RECIPES, segmentation_loss
+from fcn.recipes import RECIPES, Recipe, segmentation_loss, skip_kernel_lr_mults
 
 
 @dataclass
@@ -93,6 +93,26 @@ def input_fn(files, recipe, seed):
         ).repeat()
 
     return dataset_fn
+
+
+def compile_for_training(
+    model: keras.Model, recipe: Recipe, total_batches: int, accumulate: int = 1
+) -> keras.Model:
+    """Compile ``model`` as :func:`train` does: ``recipe``'s :class:`~fcn.recipes.CaffeSGD`
+    over ``total_batches`` batches with the model's :func:`~fcn.recipes.skip_kernel_lr_mults`,
+    and :func:`~fcn.recipes.segmentation_loss`. The optimizer is built at once, so a checkpoint
+    saved before the first step holds its state too.
+
+    Example:
+        >>> from fcn.recipes import RECIPES
+        >>> model = build_model("fcn8s", 3, weights=None, width=1 / 16)
+        >>> compile_for_training(model, RECIPES["practical"], total_batches=100).optimizer.momentum
+        0.9
+    """
+    optimizer = recipe.optimizer(total_batches, accumulate, skip_kernel_lr_mults(model))
+    model.compile(optimizer=optimizer, loss=segmentation_loss())
+    model.optimizer.build(model.trainable_variables)
+    return model
 
 
 def train(
@@ -196,12 +216,7 @@ def train(
                 model = keras.models.load_model(run_dir / state["checkpoint"])
             else:
                 model = build_model(variant, num_classes, weights, width=width)
-                model.compile(
-                    optimizer=settings.optimizer(epochs * steps, accumulate),
-                    loss=segmentation_loss(),
-                )
-                # Built now, so the initial checkpoint (epoch-0000) holds its state too.
-                model.optimizer.build(model.trainable_variables)
+                compile_for_training(model, settings, epochs * steps, accumulate)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
 

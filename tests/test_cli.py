@@ -47,12 +47,15 @@ def model_file(tiny_fcn8s, tmp_path_factory):
     return path
 
 
-def test_help_and_version():
-    run = fcn_cli("--help")
-    assert run.returncode == 0
-    for name in COMMANDS:
-        assert name in run.stdout
+def test_help_and_version(capsys):
+    """The installed entry point in a subprocess; the help texts in-process (the same parser)."""
     assert fcn_cli("--version").stdout.strip() == f"fcn {fcn.__version__}"
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    for name in COMMANDS:
+        assert name in out
     parser = build_parser()
     for name in COMMANDS:
         help_text = parser._subparsers._group_actions[0].choices[name].format_help()
@@ -60,11 +63,11 @@ def test_help_and_version():
         assert EXAMPLES[name] in help_text
 
 
-def test_info_prints_size_and_offsets():
-    run = fcn_cli("info", "--variant", "fcn16s")
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "crop offsets: {'score_pool4c': 5, 'score': 27}" in run.stdout
-    assert "score_pool4" in run.stdout and "parameters: " in run.stdout
+def test_info_prints_size_and_offsets(capsys):
+    assert main(["info", "--variant", "fcn16s"]) == 0
+    out = capsys.readouterr().out
+    assert "crop offsets: {'score_pool4c': 5, 'score': 27}" in out
+    assert "score_pool4" in out and "parameters: " in out
 
 
 def test_predict_writes_palette_labels_and_overlays(model_file, tmp_path):
@@ -117,15 +120,17 @@ def test_evaluate_and_train_user_errors(model_file, tmp_path, capsys):
         assert err.startswith("fcn: error:") and fragment in err and len(err.splitlines()) == 1
 
 
-def test_train_runs_and_resumes(tmp_path):
+def test_train_runs_and_resumes(tmp_path, capsys):
+    """The first run as a user starts it; the refusal and the resume in-process."""
     args = ["train", VOC, "--weights", "none", "--width", "0.0625", "--crop-size", "64"]
     args += ["--batch-size", "2", "--steps-per-epoch", "1", "--run-dir", tmp_path / "run"]
     run = fcn_cli(*args, "--epochs", "1")
     assert run.returncode == 0, run.stderr[-2000:]
     assert f"best model: {tmp_path / 'run' / 'best.keras'}" in run.stdout
-    assert_user_error(fcn_cli(*args, "--epochs", "2"), "resume")
-    run = fcn_cli(*args, "--epochs", "2", "--resume")
-    assert run.returncode == 0, run.stderr[-2000:]
+    args = [str(arg) for arg in args]
+    assert main([*args, "--epochs", "2"]) == 2
+    assert "resume" in capsys.readouterr().err
+    assert main([*args, "--epochs", "2", "--resume"]) == 0
     assert json.loads((tmp_path / "run" / "state.json").read_text())["epoch"] == 2
 
 
@@ -143,10 +148,14 @@ def test_train_that_diverges_exits_1_with_one_line_and_keeps_the_initial_model(t
     assert sorted(p.name for p in (tmp_path / "run").glob("*.keras")) == ["epoch-0000.keras"]
 
 
-def test_find_batch_size_reports_a_batch(model_file):
-    run = fcn_cli("find-batch-size", "--model", model_file, "--crop-size", "64", "--max-batch", "4")
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "largest batch of 64x64 crops that fits: 4" in run.stdout
+def test_find_batch_size_reports_a_batch(model_file, capsys):
+    args = ["find-batch-size", "--model", str(model_file), "--crop-size", "64"]
+    assert main([*args, "--max-batch", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "batch   1: peak " in out and "batch   2: peak " in out
+    assert "largest batch of 64x64 crops that fits: 4" in out  # the tiny model: up to the cap
+    assert main([*args, "--memory-limit-gb", "0.001"]) == 1  # 1 MB: not even one crop
+    assert "largest batch of 64x64 crops that fits: 0" in capsys.readouterr().out
 
 
 def test_download_from_a_local_server(tmp_path, monkeypatch, capsys):

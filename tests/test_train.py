@@ -15,14 +15,22 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import UNIT_ROUNDOFF, assert_within, sum_tolerance, write_shapes
+from conftest import (
+    UNIT_ROUNDOFF,
+    assert_within,
+    network_tolerance,
+    randomize,
+    sum_tolerance,
+    write_shapes,
+)
 
 import fcn
 from fcn.checkpoint import RunCheckpoint, read_state
 from fcn.classes import IGNORE_LABEL
 from fcn.device import _search, extrapolate_batch_size
-from fcn.recipes import RECIPES, CaffeSGD, segmentation_loss
-from fcn.train import input_fn
+from fcn.model import ATONCE_SCALES
+from fcn.recipes import RECIPES, CaffeSGD, segmentation_loss, skip_kernel_lr_mults
+from fcn.train import compile_for_training, input_fn
 
 SCRIPT = Path(__file__).with_name("train_script.py")
 TINY_RUN = dict(weights=None, width=1 / 16, num_classes=3, verbose=0)
@@ -68,16 +76,32 @@ def test_both_recipes_reduce_the_loss(shapes, tmp_path, recipe):
     assert optimizer.momentum == {"practical": 0.9, "paper": 0.99}[recipe]
 
 
-def test_full_size_fcn8s_takes_real_training_steps(shapes, tmp_path):
-    keras.utils.set_random_seed(0)
-    result = fcn.train(
-        train_files=shapes, val_files=(), run_dir=tmp_path, weights=None, num_classes=3,
-        epochs=1, steps_per_epoch=2, crop_size=48, batch_size=1, verbose=0,
-    )  # fmt: skip
-    assert result.model.count_params() > 134_000_000
-    assert np.isfinite(result.history[0]["loss"])
-    assert result.model.get_layer("score_fr").get_weights()[0].any()  # moved off its zero init
-    assert result.model.optimizer.iterations.numpy() == 2
+def test_skip_rates_train_a_staged_fcn8s_exactly_as_the_atonce_scaling():
+    """fcn8s with skip_kernel_lr_mults and fcn8s_atonce (pool4 x 1e-2, pool3 x 1e-4 in the
+    model) started from the same function (at-once skip kernels = staged / scale) stay the same
+    function through training: the same logits, staged kernel = scale x at-once kernel."""
+    staged = randomize(fcn.build_model("fcn8s", 3, None, width=1 / 16, dropout=0.0), seed=9)
+    atonce = fcn.build_model("fcn8s_atonce", 3, None, width=1 / 16, dropout=0.0)
+    fcn.transfer_weights(staged, atonce)
+    for pool, scale in ATONCE_SCALES.items():
+        kernel, bias = staged.get_layer(f"score_{pool}").get_weights()
+        atonce.get_layer(f"score_{pool}").set_weights([kernel / scale, bias])
+    assert skip_kernel_lr_mults(staged) == {"score_pool4": 1e-4, "score_pool3": 1e-8}
+    assert skip_kernel_lr_mults(atonce) == {}
+    rng = np.random.default_rng(9)
+    images = rng.integers(0, 256, (6, 64, 64, 3)).astype(np.uint8)
+    labels = rng.integers(0, 3, (6, 64, 64)).astype(np.uint8)
+    recipe = dataclasses.replace(RECIPES["practical"], learning_rate=0.01)
+    for model in (staged, atonce):
+        compile_for_training(model, recipe, total_batches=3)
+        model.fit(images, labels, batch_size=2, shuffle=False, verbose=0)
+    whole = np.asarray(staged(images[:2], training=False))
+    ours = np.asarray(atonce(images[:2], training=False))
+    assert_within(ours, whole, network_tolerance(staged, np.abs(whole).max()), "logits")
+    for pool, scale in ATONCE_SCALES.items():
+        trained = staged.get_layer(f"score_{pool}").kernel.numpy()
+        assert_within(scale * atonce.get_layer(f"score_{pool}").kernel.numpy(), trained,
+                      sum_tolerance(labels.size, np.abs(trained).max()), pool)  # fmt: skip
 
 
 def test_caffe_sgd_doubles_bias_rate_and_decays_kernels_only():
