@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
 import numpy as np
 
 VOC_CLASSES: tuple[str, ...] = (
@@ -13,6 +17,46 @@ NUM_CLASSES: int = len(VOC_CLASSES)
 
 IGNORE_LABEL: int = 255
 """Label of 'void' pixels (object borders, difficult regions): never a class, never scored."""
+
+
+def default_class_names(num_classes: int) -> tuple[str, ...]:
+    """:data:`VOC_CLASSES` for 21 classes, else ``class_0``, ``class_1``, ...
+
+    Example:
+        >>> default_class_names(3)
+        ('class_0', 'class_1', 'class_2')
+    """
+    if num_classes == NUM_CLASSES:
+        return VOC_CLASSES
+    return tuple(f"class_{i}" for i in range(num_classes))
+
+
+def read_class_names(names: Sequence[str] | str | os.PathLike) -> tuple[str, ...]:
+    """Class names from a sequence, or from a text file of one name per line (class 0 first;
+    blank lines and ``#`` comments skipped). Names must be unique and non-empty.
+
+    Example:
+        >>> read_class_names(["background", "cat", "dog"])
+        ('background', 'cat', 'dog')
+    """
+    where = "class names"
+    if isinstance(names, (str, os.PathLike)):
+        where = os.fspath(names)
+        try:
+            lines = Path(names).read_text().splitlines()
+        except (OSError, UnicodeDecodeError) as err:
+            raise ValueError(f"{where}: cannot read class names ({err})") from err
+        names = [line.split("#")[0].strip() for line in lines]
+        names = [name for name in names if name]
+    names = tuple(str(name) for name in names)
+    if not names or any(not name.strip() for name in names):
+        raise ValueError(f"{where}: needs one non-empty name per class, got {list(names)}")
+    if len(set(names)) != len(names):
+        repeated = sorted(name for name in set(names) if names.count(name) > 1)
+        raise ValueError(f"{where}: names repeat: {repeated}")
+    if len(names) > IGNORE_LABEL:
+        raise ValueError(f"{where}: {len(names)} classes; labels 0..254 (255 is void) allow 255")
+    return names
 
 
 def voc_palette() -> np.ndarray:

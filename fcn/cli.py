@@ -25,7 +25,8 @@ def _weights(value: str) -> str | None:
 def _cmd_train(args) -> int:
     result = fcn.train(
         args.voc_root, sbd_root=args.sbd, run_dir=args.run_dir, variant=args.variant,
-        weights=args.weights, width=args.width, recipe=args.recipe, epochs=args.epochs,
+        weights=args.weights, width=args.width, num_classes=args.num_classes,
+        class_names=args.class_names, recipe=args.recipe, epochs=args.epochs,
         steps_per_epoch=args.steps_per_epoch, crop_size=args.crop_size,
         batch_size=args.batch_size, learning_rate=args.learning_rate,
         accumulate=args.accumulate, mixed_precision=args.mixed_precision, resume=args.resume,
@@ -160,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", default="imagenet", type=_weights,
                    help="imagenet (default), a VGG16 weights file, or none")  # fmt: skip
     p.add_argument("--width", type=float, default=1.0, help="channel multiplier (1.0)")
+    p.add_argument("--num-classes", type=int, help="classes, background included (21: VOC)")
+    p.add_argument("--class-names", help="text file of class names, one per line, class 0 first")
     p.add_argument("--recipe", default="practical", choices=["practical", "paper"])
     p.add_argument("--epochs", type=int, default=50)
     p.add_argument("--steps-per-epoch", type=int, help="default: one pass over the images")

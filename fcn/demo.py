@@ -16,6 +16,7 @@ import keras
 
 from fcn import data, plots
 from fcn.evaluate import evaluate
+from fcn.model import class_names
 from fcn.predict import predict_files
 from fcn.train import train
 
@@ -59,7 +60,7 @@ def run_demo(
         data.write_label(out / "predictions" / f"{image_path.stem}.png", prediction)
         plots.plot_segmentation(
             data.read_image(image_path), prediction, data.read_label(label_path),
-            path=out / "predictions" / f"{image_path.stem}_compare.png",
+            class_names(model), path=out / "predictions" / f"{image_path.stem}_compare.png",
         )  # fmt: skip
     print(scores.table())
     print(f"\n{HONEST_NOTE}\n\nEverything is in {out.resolve()}")

@@ -20,9 +20,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from fcn.classes import NUM_CLASSES, VOC_CLASSES
+from fcn.data.errors import data_errors_named
 from fcn.forward import compiled_forward, default_max_pixels
 from fcn.metrics import confusion_matrix
+from fcn.model import class_names as model_class_names
 from fcn.results import EvaluationResult
 from fcn.tiling import DEFAULT_MARGIN, predict_tiled
 
@@ -37,11 +38,11 @@ BUFFER_CHUNKS = 4
 """Images waiting for a batch mate of the same size hold at most this many chunks of pixels."""
 
 
-def _pairs(data, split: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _pairs(data, split: str, num_classes: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     if isinstance(data, (str, os.PathLike)):
         from fcn.data import eval_dataset, voc_pairs
 
-        data = eval_dataset(voc_pairs(data, split))
+        data = eval_dataset(voc_pairs(data, split), num_classes=num_classes)
     if isinstance(data, tf.data.Dataset):
         data = data.as_numpy_iterator()
     for image, label in data:
@@ -101,17 +102,15 @@ def evaluate(
             :data:`BATCH_PIXELS`, and each image whole up to
             :func:`fcn.forward.default_max_pixels` (25M pixels for a streamed FCN).
         margin: context (pixels, multiple of 32) around each tile; see :mod:`fcn.tiling`.
-        class_names: C names for the report; default :data:`fcn.classes.VOC_CLASSES` when
-            C = 21, else ``class_0``, ``class_1``, ...
+        class_names: C names for the report; default: the model's
+            (:func:`fcn.model.class_names`).
 
     Returns:
         An :class:`~fcn.results.EvaluationResult`: pixel accuracy, mean accuracy, mean IoU,
         frequency-weighted IoU, per-class IoU, the int64 confusion matrix, images and pixels.
     """
     num_classes = model.output_shape[-1]
-    if class_names is None:
-        generic = tuple(f"class_{i}" for i in range(num_classes))
-        class_names = VOC_CLASSES if num_classes == NUM_CLASSES else generic
+    class_names = model_class_names(model) if class_names is None else class_names
     confusion = tf.Variable(tf.zeros((num_classes, num_classes), tf.int64), trainable=False)
     forward = compiled_forward(model, "labels")
     batch_pixels = max_pixels or BATCH_PIXELS
@@ -137,8 +136,9 @@ def evaluate(
             ):
                 count(label[rows, cols], predictions)
 
-    for images, labels in _batches(counted(_pairs(data, split)), batch_pixels):
-        count(labels, forward(images))
+    with data_errors_named():
+        for images, labels in _batches(counted(_pairs(data, split, num_classes)), batch_pixels):
+            count(labels, forward(images))
     return EvaluationResult(confusion.numpy(), tuple(class_names), num_images)
 
 

@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from fcn.layers import Scale
+from fcn.model import SCORE_LAYER
 from fcn.vgg16 import VGG_BLOCKS
 
 BAND_BYTES = 4 * 2**20
@@ -243,7 +244,7 @@ class _StreamedFCN:
         self.supported &= all(_streamable(layer) for layer in self.chain) and all(
             _is_pointwise(layer) for path in self.branches.values() for layer in path
         )
-        crop = model.get_layer("score")
+        crop = model.get_layer(SCORE_LAYER)
         (self.upscore,) = [layer for layer in model.layers if layer.output is crop.input[0]]
         self.supported &= (
             isinstance(self.upscore, keras.layers.Conv2DTranspose)
@@ -371,7 +372,7 @@ def _streamed(model: keras.Model) -> _StreamedFCN | None:
     if "_fcn_streamed" not in model.__dict__:  # outside Keras' attribute tracking
         names = {layer.name for layer in model.layers}
         streamed = None
-        if {"preprocess", "pad", "score", *_body_names()} <= names:
+        if {"preprocess", "pad", SCORE_LAYER, *_body_names()} <= names:
             streamed = _StreamedFCN(model)
         model.__dict__["_fcn_streamed"] = streamed if streamed and streamed.supported else None
     return model.__dict__["_fcn_streamed"]

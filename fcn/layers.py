@@ -63,6 +63,20 @@ class CaffeCrop(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="fcn")
+class ScoreCrop(CaffeCrop):
+    """The last crop, onto the input's pixel grid, of an FCN's class scores: a
+    :class:`CaffeCrop` that also names its C channels (``class_names``), so that a saved model
+    knows its classes."""
+
+    def __init__(self, offset: int, class_names: tuple[str, ...] | None = None, **kwargs):
+        super().__init__(offset, **kwargs)
+        self.class_names = tuple(class_names) if class_names else None
+
+    def get_config(self):
+        return {**super().get_config(), "class_names": self.class_names}
+
+
+@keras.saving.register_keras_serializable(package="fcn")
 class Scale(keras.layers.Layer):
     """Multiply by a fixed constant (the at-once FCN-8s scales pool4 by 0.01, pool3 by 1e-4)."""
 

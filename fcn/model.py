@@ -9,10 +9,13 @@ any input size.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+
 import keras
 
-from fcn.classes import NUM_CLASSES
-from fcn.layers import BilinearUpsampling, CaffeCrop, Scale
+from fcn.classes import NUM_CLASSES, default_class_names, read_class_names
+from fcn.layers import BilinearUpsampling, CaffeCrop, Scale, ScoreCrop
 from fcn.preprocessing import CaffePreprocess
 from fcn.vgg16 import VGG_BLOCKS, imagenet_weights_path, load_vgg16_weights
 
@@ -49,11 +52,33 @@ def _score(name: str, classes: int):
     return keras.layers.Conv2D(classes, 1, kernel_initializer="zeros", name=name)
 
 
+SCORE_LAYER = "score"
+"""The last layer: the class scores on the input's grid (a :class:`~fcn.layers.ScoreCrop`
+holding the class names)."""
+
+
+def class_names(model: keras.Model) -> tuple[str, ...]:
+    """The names of ``model``'s classes: those it was built with, else
+    :func:`fcn.classes.default_class_names` of its class count.
+
+    Example:
+        >>> model = build_model("fcn8s", weights=None, width=1 / 16, class_names=["sky", "road"])
+        >>> class_names(model)
+        ('sky', 'road')
+    """
+    try:
+        stored = getattr(model.get_layer(SCORE_LAYER), "class_names", None)
+    except ValueError:  # not an fcn model
+        stored = None
+    return stored or default_class_names(model.output_shape[-1])
+
+
 def build_model(
     variant: str = "fcn8s",
-    num_classes: int = NUM_CLASSES,
+    num_classes: int | None = None,
     weights: str | None = "imagenet",
     *,
+    class_names: Sequence[str] | str | os.PathLike | None = None,
     width: float = 1.0,
     dropout: float = 0.5,
     learnable_upsampling: bool = False,
@@ -63,7 +88,8 @@ def build_model(
 
     Args:
         variant: one of :data:`VARIANTS`.
-        num_classes: number of output classes (21 for VOC, background included).
+        num_classes: number of output classes (background included); default: as many as
+            ``class_names``, else 21 (VOC).
         weights: ``"imagenet"`` (Keras' VGG16 file, downloaded once into Keras' cache), a path to
             a Keras VGG16 weights file (full, or 'notop' with a warning), or ``None`` (random).
         width: channel multiplier of the VGG body and fc6/fc7 (1.0 = the paper's net; smaller
@@ -72,6 +98,8 @@ def build_model(
         learnable_upsampling: train the bilinear upsampling kernels (frozen by default).
         init_from: a trained coarser FCN whose layers of the same name initialise this one
             (the paper's staged training: 16s from 32s, 8s from 16s).
+        class_names: the classes' names (a list, or a text file of one per line), stored in
+            the model (:func:`class_names` reads them back, also from a saved ``.keras``).
 
     Returns:
         A model from RGB images (N, H, W, 3), uint8 or float in 0..255, of any H and W, to
@@ -79,6 +107,11 @@ def build_model(
     """
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+    names = read_class_names(class_names) if class_names is not None else None
+    if num_classes is None:
+        num_classes = len(names) if names else NUM_CLASSES
+    if names and len(names) != num_classes:
+        raise ValueError(f"{len(names)} class names for num_classes={num_classes}")
     if width != 1.0 and weights is not None:
         raise ValueError("a width-reduced model cannot take VGG16 weights: pass weights=None")
     offsets = CROP_OFFSETS[variant]
@@ -124,7 +157,8 @@ def build_model(
     else:
         x = fuse(fuse(x, 4), 3)
         x = _upscore("upscore8", num_classes, 16, 8, learnable_upsampling)(x)
-    logits = CaffeCrop(offsets["score"], dtype="float32", name="score")([x, image])
+    score = ScoreCrop(offsets["score"], names, dtype="float32", name=SCORE_LAYER)
+    logits = score([x, image])
     model = keras.Model(image, logits, name=variant)
 
     if weights == "imagenet":

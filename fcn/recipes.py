@@ -25,7 +25,10 @@ at-once net. For SGD from a zero kernel, scaling a layer's input by ``s`` is the
 multiplying its kernel's gradient by ``s**2``, so :func:`skip_kernel_lr_mults` gives the staged
 nets the at-once scaling without changing the model (its weights stay those of ``voc-fcn8s``).
 With it, 40 steps at 1e-4 (momentum 0.9) and at 1.9e-5 (0.99) never exceeded a loss of 6.1;
-1e-3 still spiked to 45. The practical rate is therefore 1e-4, an effective step
+1e-3 still spiked to 45. From a random initialisation (``weights=None``) the imbalance is
+mild (pool3 and pool4 energies 20-30x and 6-8x fc7's, measured) and one rate serves all layers:
+:func:`fcn.train.compile_for_training` applies the multipliers to pretrained bodies only.
+The practical rate is therefore 1e-4, an effective step
 lr / (1 - momentum) of 1e-3, half the paper's 1.9e-3 and 10x inside the curvature bound
 2 (1 + momentum) / lambda of score_fr measured above, a margin kept for the full VGG16 file.
 """

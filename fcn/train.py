@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import tensorflow as tf
 
 from fcn.checkpoint import BEST_FILE, RunCheckpoint, read_state
 from fcn.classes import NUM_CLASSES
+from fcn.data.errors import data_errors_named
 from fcn.device import (
     OutOfMemoryError,
     choose_strategy,
@@ -71,9 +73,10 @@ def _files(voc_root, sbd_root, train_files, val_files):
     return train_files, val_files
 
 
-def input_fn(files, recipe, seed):
+def input_fn(files, recipe, seed, num_classes: int = NUM_CLASSES):
     """The ``tf.distribute`` input function: per-replica batches from this input pipeline's
-    shard of the file list (every ``num_input_pipelines``-th file)."""
+    shard of the file list (every ``num_input_pipelines``-th file), labels checked against
+    ``num_classes``."""
     from fcn import data
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -82,13 +85,17 @@ def input_fn(files, recipe, seed):
             shard = files.shard(context.num_input_pipelines, context.input_pipeline_id)
         worker_seed = None if seed is None else seed + context.input_pipeline_id
         if recipe.crop_size is None:  # the paper: one whole image per step
-            return data.eval_dataset(shard, shuffle=True, seed=worker_seed).batch(1).repeat()
+            whole = data.eval_dataset(
+                shard, num_classes=num_classes, shuffle=True, seed=worker_seed
+            )
+            return whole.batch(1).repeat()
         fixed_scale = {} if recipe.augment else {"scale_range": (1.0, 1.0)}
         return data.train_dataset(
             shard,
             crop_size=recipe.crop_size,
             batch_size=context.get_per_replica_batch_size(recipe.batch_size),
             seed=worker_seed,
+            num_classes=num_classes,
             **fixed_scale,
         ).repeat()
 
@@ -96,11 +103,17 @@ def input_fn(files, recipe, seed):
 
 
 def compile_for_training(
-    model: keras.Model, recipe: Recipe, total_batches: int, accumulate: int = 1
+    model: keras.Model,
+    recipe: Recipe,
+    total_batches: int,
+    accumulate: int = 1,
+    *,
+    pretrained: bool = True,
 ) -> keras.Model:
     """Compile ``model`` as :func:`train` does: ``recipe``'s :class:`~fcn.recipes.CaffeSGD`
-    over ``total_batches`` batches with the model's :func:`~fcn.recipes.skip_kernel_lr_mults`,
-    and :func:`~fcn.recipes.segmentation_loss`. The optimizer is built at once, so a checkpoint
+    over ``total_batches`` batches, with the model's :func:`~fcn.recipes.skip_kernel_lr_mults`
+    if its VGG body is ``pretrained`` (ImageNet; see :mod:`fcn.recipes` for why only then), and
+    :func:`~fcn.recipes.segmentation_loss`. The optimizer is built at once, so a checkpoint
     saved before the first step holds its state too.
 
     Example:
@@ -109,7 +122,8 @@ def compile_for_training(
         >>> compile_for_training(model, RECIPES["practical"], total_batches=100).optimizer.momentum
         0.9
     """
-    optimizer = recipe.optimizer(total_batches, accumulate, skip_kernel_lr_mults(model))
+    mults = skip_kernel_lr_mults(model) if pretrained else {}
+    optimizer = recipe.optimizer(total_batches, accumulate, mults)
     model.compile(optimizer=optimizer, loss=segmentation_loss())
     model.optimizer.build(model.trainable_variables)
     return model
@@ -125,7 +139,8 @@ def train(
     variant: str = "fcn8s",
     weights: str | None = "imagenet",
     width: float = 1.0,
-    num_classes: int = NUM_CLASSES,
+    num_classes: int | None = None,
+    class_names: Sequence[str] | str | os.PathLike | None = None,
     recipe: str = "practical",
     epochs: int = 50,
     steps_per_epoch: int | None = None,
@@ -159,7 +174,10 @@ def train(
         train_files, val_files: :class:`fcn.data.SegmentationFiles` instead of VOC splits
             (``val_files=()`` trains without validation).
         run_dir: where checkpoints, ``state.json``, ``log.csv`` and TensorBoard logs go.
-        variant, weights, width, num_classes: passed to :func:`fcn.build_model`.
+        variant, weights, width, num_classes, class_names: passed to :func:`fcn.build_model`
+            (default: 21 VOC classes; ``class_names`` a list or a file of one name per line,
+            stored in every checkpoint). The data are checked against the model's class
+            count: a label outside ``0..num_classes-1`` (other than 255) raises DataError.
         recipe: ``"practical"`` or ``"paper"`` (one whole image per step, momentum 0.99).
         epochs: total epochs, counting those done before a resume.
         steps_per_epoch: batches per epoch (default: one pass over the training files).
@@ -215,15 +233,21 @@ def train(
             if state:
                 model = keras.models.load_model(run_dir / state["checkpoint"])
             else:
-                model = build_model(variant, num_classes, weights, width=width)
-                compile_for_training(model, settings, epochs * steps, accumulate)
+                model = build_model(
+                    variant, num_classes, weights, width=width, class_names=class_names
+                )
+                compile_for_training(
+                    model, settings, epochs * steps, accumulate, pretrained=weights is not None
+                )
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
 
+    classes = model.output_shape[-1]  # also a resumed run's
     evaluation = []
     if val_files:
         budget = {"max_pixels": val_max_pixels} if val_max_pixels else {}
-        evaluation = [EvaluationCallback(data.eval_dataset(val_files), every=val_every, **budget)]
+        val_data = data.eval_dataset(val_files, num_classes=classes)
+        evaluation = [EvaluationCallback(val_data, every=val_every, **budget)]
     checkpoint = RunCheckpoint(run_dir)
     all_callbacks = [
         keras.callbacks.TerminateOnNaN(),  # mid-epoch, on the loss
@@ -235,12 +259,15 @@ def train(
     ]
     initial_epoch = state["epoch"] if state else 0
     if initial_epoch < epochs:
-        dataset = strategy.distribute_datasets_from_function(input_fn(train_files, settings, seed))
+        dataset = strategy.distribute_datasets_from_function(
+            input_fn(train_files, settings, seed, classes)
+        )
         try:
-            model.fit(  # shuffle=False: the dataset already shuffles its file list
-                dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps,
-                callbacks=all_callbacks, verbose=verbose, shuffle=False,
-            )  # fmt: skip
+            with data_errors_named():
+                model.fit(  # shuffle=False: the dataset already shuffles its file list
+                    dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps,
+                    callbacks=all_callbacks, verbose=verbose, shuffle=False,
+                )  # fmt: skip
         except tf.errors.ResourceExhaustedError as err:
             raise _out_of_memory(model, settings) from err
     best = run_dir / BEST_FILE

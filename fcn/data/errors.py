@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Literal
+
+import tensorflow as tf
 
 logger = logging.getLogger("fcn.data")
 
@@ -16,6 +21,27 @@ class DataError(ValueError):
     ``tf.data`` pipeline TensorFlow re-raises it as ``tf.errors.InvalidArgumentError`` whose
     message starts with this error's text (file name included).
     """
+
+
+@contextmanager
+def data_errors_named() -> Iterator[None]:
+    """Re-raise the :class:`DataError` behind a ``tf.errors.InvalidArgumentError`` of a
+    ``tf.data`` pipeline as that DataError: one line naming the file, not TensorFlow's
+    traceback of the decoder thread. Other errors pass unchanged.
+
+    Example:
+        >>> with data_errors_named():
+        ...     raise tf.errors.InvalidArgumentError(None, None, "... DataError: a.png: empty")
+        Traceback (most recent call last):
+        fcn.data.errors.DataError: a.png: empty
+    """
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as err:
+        found = re.search(r"DataError: (.*)", err.message)
+        if found is None:
+            raise
+        raise DataError(found.group(1).strip()) from err
 
 
 class SkipLog:

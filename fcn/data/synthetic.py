@@ -23,11 +23,13 @@ def write_synthetic_voc(
     *,
     shapes: Sequence[tuple[int, int]] = VOC_SHAPES,
     seed: int = 0,
+    num_classes: int = NUM_CLASSES,
 ) -> Path:
     """Write ``count`` JPEG / palette-PNG pairs under ``root/VOCdevkit/VOC2012``.
 
     Images are smooth random colour fields; labels are 50-pixel blocks of random classes with
-    a void (255) row between blocks. Pairs already written are kept (growing a folder is cheap).
+    a void (255) row between blocks. Pairs already written are kept (growing a folder is cheap),
+    so write a new folder for other settings.
 
     Args:
         root: folder to write into.
@@ -35,6 +37,7 @@ def write_synthetic_voc(
         splits: split name -> number of leading ids it lists; default ``{"train": count}``.
         shapes: (H, W) of the images, cycled.
         seed: random seed (pair ``i`` depends on ``seed`` and ``i`` only).
+        num_classes: labels are drawn from ``0..num_classes-1`` (and void).
 
     Returns:
         The VOC2012 root, ready for :func:`fcn.data.voc_pairs`.
@@ -53,7 +56,7 @@ def write_synthetic_voc(
         Image.fromarray(coarse).resize((w, h), Image.BILINEAR).save(
             voc / "JPEGImages" / f"{name}.jpg", quality=90
         )
-        blocks = rng.integers(0, NUM_CLASSES, (h // 50 + 1, w // 50 + 1)).astype(np.uint8)
+        blocks = rng.integers(0, num_classes, (h // 50 + 1, w // 50 + 1)).astype(np.uint8)
         label = np.kron(blocks, np.ones((50, 50), np.uint8))[:h, :w]
         label[::50] = IGNORE_LABEL
         write_label(label_path, label)
