@@ -97,7 +97,9 @@ def _cmd_download(args) -> int:
 def _cmd_demo(args) -> int:
     from fcn.demo import run_demo
 
-    run_demo(args.out, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch)
+    run_demo(
+        args.out, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, weights=args.weights
+    )
     return 0
 
 
@@ -130,7 +132,8 @@ EXAMPLES = {
   fcn download sbd --dest data/     # SBD benchmark.tgz""",
     "demo": """examples:
   fcn demo                          # a few CPU minutes, writes ./fcn-demo
-  fcn demo --out /tmp/demo --epochs 2""",
+  fcn demo --out /tmp/demo --epochs 2
+  fcn demo --weights vgg16_weights_tf_dim_ordering_tf_kernels_notop.h5   # full FCN-8s""",
     "info": """examples:
   fcn info --variant fcn16s""",
 }
@@ -210,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="fcn-demo", help="output folder (replaced)")
     p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--steps-per-epoch", type=int, default=10)
+    p.add_argument("--weights", help="a Keras VGG16 weights file: the full FCN-8s from it")
 
     p = command("info", _cmd_info, "print a model's layers, parameter count and crop offsets")
     p.add_argument("--variant", default="fcn8s", choices=fcn.VARIANTS)

@@ -10,7 +10,7 @@ from fcn.cli import main
 from fcn.data import read_label, voc_pairs, write_synthetic_voc
 from fcn.model import class_names
 
-TINY_RUN = dict(weights=None, width=1 / 16, crop_size=64, batch_size=2, steps_per_epoch=2)
+TINY_RUN = dict(weights=None, width=1 / 16, crop_size=64, batch_size=2, steps_per_epoch=1)
 
 
 def test_class_names_from_a_list_or_a_file(tmp_path):
@@ -32,7 +32,7 @@ def test_class_names_from_a_list_or_a_file(tmp_path):
 @pytest.mark.parametrize("num_classes", [3, 30])
 def test_any_class_count_trains_resumes_evaluates_and_predicts(tmp_path, capsys, num_classes):
     root = write_synthetic_voc(
-        tmp_path / "data", 6, {"train": 4, "val": 6}, shapes=((64, 80),), num_classes=num_classes
+        tmp_path / "data", 4, {"train": 4, "val": 2}, shapes=((64, 80),), num_classes=num_classes
     )
     names = [f"thing_{i}" for i in range(num_classes)]
     (tmp_path / "names.txt").write_text("\n".join(names) + "\n")

@@ -173,6 +173,7 @@ def test_demo_runs_end_to_end(tmp_path):
     run = fcn_cli("demo", "--out", tmp_path / "demo", "--epochs", "1", "--steps-per-epoch", "1")
     assert run.returncode == 0, run.stderr[-2000:]
     assert "What these numbers mean: this is a smoke run" in run.stdout
+    assert "model: a width-1/8 FCN-8s from a random initialisation" in run.stdout
     out = tmp_path / "demo"
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["num_images"] == 8
