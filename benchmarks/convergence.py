@@ -167,7 +167,7 @@ def train_recipe(weights: str, voc: str | None, recipe: str, epochs: int, steps:
 
 def _worker(args: list[str]) -> dict:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    run = subprocess.run([sys.executable, __file__, "--worker", *args], capture_output=True,
+    run = subprocess.run([sys.executable, __file__, *args], capture_output=True,
                          text=True, env=env)  # fmt: skip
     if run.returncode:
         raise RuntimeError(run.stderr[-3000:])

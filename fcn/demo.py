@@ -29,6 +29,23 @@ says that everything runs end to end; it is not a measure of FCN accuracy. The r
 `fcn train VOC_ROOT --sbd SBD_ROOT`."""
 
 
+def smoke_settings(weights: str | os.PathLike | None) -> tuple[str, dict]:
+    """What the demo and the notebooks train in a few CPU minutes: a sentence saying which
+    model, and the :func:`fcn.train` arguments. Without ``weights``: a width-1/8 FCN-8s from
+    a random initialisation at a from-scratch learning rate; with a Keras VGG16 weights file:
+    the full FCN-8s from it at the default recipe's rate, batch 2.
+
+    Example:
+        >>> smoke_settings(None)[0]
+        'model: a width-1/8 FCN-8s from a random initialisation (no weights file given)'
+    """
+    if weights:
+        used = f"model: the full FCN-8s, VGG16 convolutions from {os.fspath(weights)}"
+        return used, {"weights": os.fspath(weights), "batch_size": 2}
+    used = "model: a width-1/8 FCN-8s from a random initialisation (no weights file given)"
+    return used, {"weights": None, "width": 1 / 8, "batch_size": 4, "learning_rate": 0.01}
+
+
 def run_demo(
     out_dir: str | os.PathLike = "fcn-demo",
     *,
@@ -50,12 +67,7 @@ def run_demo(
     shutil.rmtree(out, ignore_errors=True)
     root = data.sample_voc_root()
     val = data.voc_pairs(root, "val")
-    if weights:
-        used = f"model: the full FCN-8s, VGG16 convolutions from {os.fspath(weights)}"
-        settings = {"weights": os.fspath(weights), "batch_size": 2}
-    else:
-        used = "model: a width-1/8 FCN-8s from a random initialisation (no weights file given)"
-        settings = {"weights": None, "width": 1 / 8, "batch_size": 4, "learning_rate": 0.01}
+    used, settings = smoke_settings(weights)
     print(used, flush=True)
     keras.utils.set_random_seed(0)
     result = train(

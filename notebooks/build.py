@@ -171,12 +171,13 @@ returns a trained model and a run directory; `fcn.evaluate` scores a model at fu
 with a streaming confusion matrix. Here both run on the VOC sample that ships with the package
 (`fcn.data.sample_voc_root()`: 12 train and 8 val images, VOC layout).
 
-**The numbers below are a smoke run, not VOC accuracy**: a width-1/8 FCN-8s from random weights,
-trained for about a minute of CPU on 12 images. They show that training, checkpoints, validation
-and evaluation run end to end. The paper's FCN-8s, from VGG16 ImageNet weights trained on
-train_aug for hours on a GPU, reaches about 65 mean IU on seg11valid; the call for that is at
-the end. `FCN_NOTEBOOK_FAST=1` (set by the test) trains even less; the saved outputs come from
-the default settings."""),
+**The numbers below are a smoke run, not VOC accuracy**: a width-1/8 FCN-8s from random weights
+(or, with a Keras VGG16 weights file in `FCN_VGG16_WEIGHTS`, the full FCN-8s from it; the
+training cell says which), trained for about a minute of CPU on 12 images. They show that
+training, checkpoints, validation and evaluation run end to end. The paper's FCN-8s, from
+VGG16 ImageNet weights trained on train_aug for hours on a GPU, reaches about 65 mean IU on
+seg11valid; the call for that is at the end. `FCN_NOTEBOOK_FAST=1` (set by the test) trains
+even less; the saved outputs come from the default settings."""),
     setup("""\
 import os
 import tempfile
@@ -185,7 +186,8 @@ from pathlib import Path
 import keras
 
 import fcn
-from fcn import data, plots"""),
+from fcn import data, plots
+from fcn.demo import smoke_settings"""),
     code("""\
 root = data.sample_voc_root()
 for split in ("train", "val"):
@@ -199,20 +201,20 @@ from-scratch model). After every epoch the 8 val images are scored at full resol
 model by validation mean IoU is kept as `best.keras`, and `log.csv` gets one row per epoch.
 With `resume=True` a stopped run continues from its last completed epoch."""),
     code("""\
+# A Keras VGG16 weights file in FCN_VGG16_WEIGHTS trains the full FCN-8s from it instead.
+used, settings = smoke_settings(os.environ.get("FCN_VGG16_WEIGHTS"))
+print(used)
 keras.utils.set_random_seed(0)
 run_dir = Path(tempfile.mkdtemp(prefix="fcn-train-")) / "run"
 result = fcn.train(
     root,
     run_dir=run_dir,
-    weights=None,
-    width=1 / 8,
     epochs=2 if FAST else 4,
     steps_per_epoch=6 if FAST else 10,
     crop_size=128 if FAST else 160,
-    batch_size=4,
-    learning_rate=0.01,
     augment=False,
     verbose=2,
+    **settings,
 )
 sorted(path.name for path in run_dir.iterdir())"""),
     md("""\
