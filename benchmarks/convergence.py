@@ -151,6 +151,7 @@ def train_recipe(weights: str, voc: str | None, recipe: str, epochs: int, steps:
         callbacks=[recorder], verbose=0, **TRAIN[recipe],
     )  # fmt: skip
     history = result.history
+    seen = fcn.evaluate(result.model, voc or sample_voc_root(), "train")  # the images it saw
     return {
         "recipe": recipe,
         "overrides": TRAIN[recipe],
@@ -160,6 +161,8 @@ def train_recipe(weights: str, voc: str | None, recipe: str, epochs: int, steps:
         "failure": result.failure,
         "val_mean_iou": [row.get("val_mean_iou") for row in history],
         "val_pixel_accuracy": [row.get("val_pixel_accuracy") for row in history],
+        "train_mean_iou": seen.mean_iou,
+        "train_class_iou": {name: iou for name, iou in seen.class_iou.items() if iou == iou},
         "finite": bool(np.isfinite(recorder.values).all()),
         "seconds": time.time() - start,
     }
@@ -204,6 +207,7 @@ def main() -> None:
     parser.add_argument("--parts", nargs="+", default=["diagnose", "train"])
     parser.add_argument("--crop", type=int, default=320, help="part 1 crop")
     parser.add_argument("--diagnose-steps", type=int, default=30)
+    parser.add_argument("--recipes", nargs="+", default=list(TRAIN), choices=list(TRAIN))
     parser.add_argument("--epochs", type=int, default=10, help="part 2 epochs")
     parser.add_argument("--steps-per-epoch", type=int, default=6, help="part 2 steps per epoch")
     parser.add_argument("--out", default="convergence.png")
@@ -230,14 +234,16 @@ def main() -> None:
             rows.append(_worker([*common, "--worker", "diagnose", str(i)]))
             print(json.dumps(rows[-1]), flush=True)
     if "train" in args.parts:
-        for recipe in TRAIN:
+        for recipe in args.recipes:
             rows.append(_worker([*common, "--worker", "train", recipe]))
             print(json.dumps(rows[-1]), flush=True)
     for row in rows:
         name = row.get("config") or row["recipe"]
         losses, iou = row["losses"], row.get("val_mean_iou")
         last = sum(losses[-10:]) / len(losses[-10:])
-        print(f"{name:40s} first {losses[0]:.2f} max {max(losses):.3g} last-10 {last:.3g} {iou}")
+        seen = row.get("train_mean_iou")
+        print(f"{name:40s} first {losses[0]:.2f} max {max(losses):.3g} last-10 {last:.3g} {iou}"
+              + (f" train mean IoU {seen:.4f}" if seen is not None else ""))  # fmt: skip
     plot(rows, Path(args.out))
     print(f"plot: {args.out}")
 
