@@ -13,25 +13,24 @@ Why these rates (measured from the real ImageNet VGG16 conv weights on real VOC 
 batch 1; ``benchmarks/convergence.py`` and ``benchmarks/README.md``). With Caffe's 0..255 input
 the pretrained features are large, and the three score layers see inputs of very different
 energy: mean ||x||^2 per pixel 9.7e6 at pool3, 8.1e5 at pool4, 3.0e3 at fc7 (random fc6/fc7;
-the full file's fc7 is of the same order). For a zero-initialised linear score layer the curvature of
-the loss along its kernel is about half its input's energy, so no single learning rate suits
-all three: at the old default 1e-3, score_pool3's first step alone (gradient 1.7e3) made logits
-of 1.8e4 (loss 5,007 at step 2), their gradients wrecked the body (conv1_1's gradient 9.4e3 for
-a kernel of norm 8.6) and the loss was NaN at step 5; at 1e-4 it spiked to 500 before settling
-on the majority class; the paper's 1.9e-5 with momentum 0.99 went to 346 and never learned.
-The paper itself never trains FCN-8s from ImageNet with one rate: it trains FCN-32s at 1e-10,
-then FCN-16s at 1e-12, then FCN-8s at 1e-14, or scales pool4 by 1e-2 and pool3 by 1e-4 in the
-at-once net. For SGD from a zero kernel, scaling a layer's input by ``s`` is the same as
-multiplying its kernel's gradient by ``s**2``, so :func:`skip_kernel_lr_mults` gives the staged
-nets the at-once scaling without changing the model (its weights stay those of ``voc-fcn8s``).
-With it, 30 steps at 1e-4 (momentum 0.9) and at 1.9e-5 (0.99) never exceeded a loss of 6.1;
-1e-3 still spiked to 29. From a random initialisation (``weights=None``) the imbalance is
-mild (pool3 and pool4 energies 20-30x and 6-8x fc7's, measured) and one rate serves all layers:
-:func:`fcn.train.compile_for_training` applies the multipliers to pretrained bodies only.
-The practical rate is therefore 1e-4, an effective step
-lr / (1 - momentum) of 1e-3, half the paper's 1.9e-3 and 10x inside the curvature bound
-2 (1 + momentum) / lambda of score_fr measured above, a margin kept for the full VGG16 file.
-"""
+the full file's fc7 is of the same order). For a zero-initialised linear score layer the
+curvature of the loss along its kernel is about half its input's energy, so no single learning
+rate suits all three: at the old default 1e-3, score_pool3's first step alone (gradient 1.7e3)
+made logits of 1.8e4 (loss 5,007 at step 2), their gradients wrecked the body (conv1_1's
+gradient 9.4e3 for a kernel of norm 8.6) and the loss was NaN at step 5; at 1e-4 it spiked to
+500 before settling on the majority class; the paper's 1.9e-5 with momentum 0.99 went to 346
+and never learned. The paper itself never trains FCN-8s from ImageNet with one rate: it trains
+FCN-32s at 1e-10, then FCN-16s at 1e-12, then FCN-8s at 1e-14, or scales pool4 by 1e-2 and
+pool3 by 1e-4 in the at-once net. For SGD from a zero kernel, scaling a layer's input by ``s``
+is the same as multiplying its kernel's gradient by ``s**2``, so :func:`skip_kernel_lr_mults`
+gives the staged nets the at-once scaling without changing the model (its weights stay those of
+``voc-fcn8s``). With it, 30 steps at 1e-4 (momentum 0.9) and at 1.9e-5 (0.99) never exceeded a
+loss of 6.1; 1e-3 still spiked to 29. From a random initialisation (``weights=None``) the
+imbalance is mild (pool3 and pool4 energies 20-30x and 6-8x fc7's, measured) and one rate
+serves all layers: :func:`fcn.train.compile_for_training` applies the multipliers to pretrained
+bodies only. The practical rate is therefore 1e-4, an effective step lr / (1 - momentum) of
+1e-3, half the paper's 1.9e-3 and 10x inside the curvature bound 2 (1 + momentum) / lambda of
+score_fr measured above, a margin kept for the full VGG16 file."""
 
 from __future__ import annotations
 
