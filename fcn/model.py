@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import keras
 
 from fcn.classes import NUM_CLASSES, default_class_names, read_class_names
+from fcn.initialize import Unwritten, write_glorot
 from fcn.layers import BilinearUpsampling, CaffeCrop, Scale, ScoreCrop
 from fcn.preprocessing import CaffePreprocess
 from fcn.vgg16 import VGG_BLOCKS, imagenet_weights_path, load_vgg16_weights
@@ -46,6 +47,24 @@ def _upscore(name: str, classes: int, kernel: int, stride: int, learnable: bool)
         classes, kernel, strides=stride, use_bias=False, name=name,
         kernel_initializer=BilinearUpsampling(), trainable=learnable,
     )  # fmt: skip
+
+
+def _glorot_conv(name: str, filters: int, size: int, **kwargs) -> keras.layers.Conv2D:
+    """A ReLU conv of the VGG body or fc6/fc7 whose kernel :func:`build_model` writes in place
+    (:mod:`fcn.initialize`): Keras' glorot-uniform default, without its full-size temporaries."""
+    return keras.layers.Conv2D(
+        filters, size, activation="relu", kernel_initializer=Unwritten(), name=name, **kwargs
+    )
+
+
+def _write_unwritten(model: keras.Model, written: set[str]) -> None:
+    """Give every :class:`~fcn.initialize.Unwritten` kernel not in ``written`` (layer names)
+    its glorot values, and every such layer its real initializer back (for its config)."""
+    for layer in model.layers:
+        if isinstance(getattr(layer, "kernel_initializer", None), Unwritten):
+            layer.kernel_initializer = keras.initializers.get("glorot_uniform")
+            if layer.name not in written:
+                write_glorot(layer.kernel)
 
 
 def _score(name: str, classes: int):
@@ -126,14 +145,12 @@ def build_model(
     for block, (convs, filters) in enumerate(VGG_BLOCKS, 1):
         for i in range(1, convs + 1):
             padding = "valid" if (block, i) == (1, 1) else "same"
-            x = keras.layers.Conv2D(
-                channels(filters), 3, padding=padding, activation="relu", name=f"conv{block}_{i}"
-            )(x)
+            x = _glorot_conv(f"conv{block}_{i}", channels(filters), 3, padding=padding)(x)
         x = keras.layers.MaxPooling2D(2, 2, padding="same", name=f"pool{block}")(x)
         pools[block] = x
-    x = keras.layers.Conv2D(channels(4096), 7, activation="relu", name="fc6")(x)
+    x = _glorot_conv("fc6", channels(4096), 7)(x)
     x = keras.layers.Dropout(dropout, name="drop6")(x)
-    x = keras.layers.Conv2D(channels(4096), 1, activation="relu", name="fc7")(x)
+    x = _glorot_conv("fc7", channels(4096), 1)(x)
     x = keras.layers.Dropout(dropout, name="drop7")(x)
     x = _score("score_fr", num_classes)(x)
 
@@ -161,10 +178,9 @@ def build_model(
     logits = score([x, image])
     model = keras.Model(image, logits, name=variant)
 
-    if weights == "imagenet":
-        load_vgg16_weights(model, imagenet_weights_path())
-    elif weights is not None:
-        load_vgg16_weights(model, str(weights))
+    path = imagenet_weights_path() if weights == "imagenet" else weights
+    written = load_vgg16_weights(model, os.fspath(path)) if path is not None else set()
+    _write_unwritten(model, written)
     if init_from is not None:
         transfer_weights(init_from, model)
     return model

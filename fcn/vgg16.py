@@ -10,7 +10,11 @@ from __future__ import annotations
 import os
 import warnings
 
+import h5py
 import keras
+import numpy as np
+
+from fcn.initialize import RowBlock, write_slices
 
 WEIGHTS_FILE = "vgg16_weights_tf_dim_ordering_tf_kernels.h5"
 WEIGHTS_URL = "https://storage.googleapis.com/tensorflow/keras-applications/vgg16/" + WEIGHTS_FILE
@@ -57,33 +61,97 @@ def vgg16_to_fcn_names() -> dict[str, str]:
     return {**names, "fc1": "fc6", "fc2": "fc7"}
 
 
-def _read_vgg16(path: str) -> tuple[keras.Model, bool]:
-    """Load a Keras VGG16 weights file (full or notop); return the model and whether it has fc."""
-    errors = []
-    for include_top in (True, False):
-        vgg = keras.applications.VGG16(weights=None, include_top=include_top)
-        try:
-            vgg.load_weights(path)
-            return vgg, include_top
-        except Exception as err:  # a notop file does not fit the full model, and vice versa
-            errors.append(f"include_top={include_top}: {err}")
-    raise ValueError(f"{path} is not a Keras VGG16 weights file ({'; '.join(errors)})")
+def _vgg16_datasets(f: h5py.File) -> dict[str, tuple[h5py.Dataset, ...]]:
+    """Keras layer name -> its weight datasets (kernel, bias), unread, in either layout Keras
+    writes: the legacy one of its published files (a group per layer, listed in the file's
+    ``layer_names``, each naming its datasets in ``weight_names``) or Keras 3's
+    ``.weights.h5`` (``layers/<auto name>/vars/0, 1``, the layer's name in the ``vars`` group's
+    ``name`` attribute)."""
+
+    def text(value) -> str:
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    found = {}
+    if "layer_names" in f.attrs:
+        for name in map(text, f.attrs["layer_names"]):
+            group = f[name]
+            weights = [group[text(w)] for w in group.attrs.get("weight_names", [])]
+            if weights:
+                found[name] = tuple(weights)
+    elif isinstance(f.get("layers"), h5py.Group):
+        for group in f["layers"].values():
+            variables = group.get("vars")
+            if isinstance(variables, h5py.Group) and len(variables) and "name" in variables.attrs:
+                found[text(variables.attrs["name"])] = tuple(variables[str(i)] for i in
+                                                             range(len(variables)))  # fmt: skip
+    return found
 
 
-def load_vgg16_weights(model: keras.Model, path: str) -> None:
-    """Copy the VGG16 weights in ``path`` into the FCN ``model`` (in place)."""
+def load_vgg16_weights(model: keras.Model, path: str) -> set[str]:
+    """Copy the VGG16 weights in ``path`` into the FCN ``model`` (in place), slice by slice
+    from the file (:func:`fcn.initialize.write_slices`: the file is never read whole).
+
+    Returns:
+        The names of the FCN layers written (conv1_1..conv5_3, and fc6/fc7 for a full file).
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        ValueError: not a Keras VGG16 weights file; the message names the first missing layer
+            or wrong shape.
+    """
     if not os.path.exists(path):
         raise FileNotFoundError(f"VGG16 weights file not found: {path}")
-    vgg, has_top = _read_vgg16(path)
-    for vgg_name, fcn_name in vgg16_to_fcn_names().items():
-        if vgg_name.startswith("fc") and not has_top:
-            continue
-        kernel, bias = vgg.get_layer(vgg_name).get_weights()
-        target = model.get_layer(fcn_name)
-        target.set_weights([kernel.reshape(target.kernel.shape), bias])
+    try:
+        f = h5py.File(path, "r")
+    except OSError as err:
+        raise ValueError(f"{path} is not a Keras VGG16 weights file (not HDF5: {err})") from err
+    with f:
+        datasets = _vgg16_datasets(f)
+        has_top = "fc1" in datasets and "fc2" in datasets
+        pairs = [(v, n) for v, n in vgg16_to_fcn_names().items() if has_top or n[:2] != "fc"]
+        for vgg_name, fcn_name in pairs:  # check everything before writing anything
+            target = model.get_layer(fcn_name)
+            if vgg_name not in datasets:
+                raise ValueError(f"{path} is not a Keras VGG16 weights file: no layer {vgg_name}")
+            kernel, bias = datasets[vgg_name][:2]
+            if not _fits(kernel.shape, tuple(target.kernel.shape)) or bias.shape != tuple(
+                target.bias.shape
+            ):
+                raise ValueError(
+                    f"{path} is not a Keras VGG16 weights file for this model: {vgg_name} holds "
+                    f"{kernel.shape} + {bias.shape}, {fcn_name} needs "
+                    f"{tuple(target.kernel.shape)} + {tuple(target.bias.shape)}"
+                )
+        for vgg_name, fcn_name in pairs:
+            target = model.get_layer(fcn_name)
+            kernel, bias = datasets[vgg_name][:2]
+            write_slices(target.kernel, _reader(kernel, tuple(target.kernel.shape)))
+            target.bias.assign(bias[()])
     if not has_top:
         warnings.warn(
             f"{path} has no fully connected layers ('notop' file): fc6 and fc7 keep a fresh "
             "random initialisation, which trains far worse than the full VGG16 file.",
             stacklevel=3,
         )
+    return {fcn_name for _, fcn_name in pairs}
+
+
+def _fits(stored: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """Whether a stored kernel is ``shape`` or its Dense view (prod(shape[:-1]), C_out)."""
+    return stored == shape or stored == (int(np.prod(shape[:-1])), shape[-1])
+
+
+def _reader(kernel: h5py.Dataset, shape: tuple[int, ...]):
+    """Row blocks of the target kernel ``shape`` (..., C_in, C_out) read from ``kernel``,
+    either of that shape or Keras' Dense (prod(...) * C_in, C_out): ``fc1`` (25088, 4096) holds
+    fc6's (7, 7, 512, 4096) in the same row-major order, so block rows map one to one."""
+    *lead, rows, _ = shape
+
+    def read(block: RowBlock):
+        index, first, end = block
+        if kernel.ndim == 2:
+            offset = int(np.ravel_multi_index(index, lead)) * rows
+            return kernel[offset + first : offset + end]
+        return kernel[(*index, slice(first, end))]
+
+    return read

@@ -12,6 +12,7 @@ import tensorflow as tf
 from conftest import assert_within, randomize, sum_tolerance
 from keras.src.legacy.saving import legacy_h5_format
 
+import fcn.initialize
 import fcn.vgg16
 from fcn import build_model
 from fcn.vgg16 import WEIGHTS_FILE, WeightsUnavailableError, vgg16_to_fcn_names
@@ -68,6 +69,39 @@ def test_transplant_reproduces_vgg16_activations(vgg16, tmp_path):
             ours = np.reshape(layer(inputs), theirs.shape)
             assert_within(ours, theirs, _rounding_tolerance(vgg16.get_layer(name), previous), name)
         previous = theirs
+
+
+def test_fc6_and_fc7_are_fc1_and_fc2_in_sliced_reads(vgg16, tmp_path, monkeypatch):
+    """The file is read in row blocks (here of 1,000 values, so blocks split fc1's rows
+    between fc6's kernel positions); the result is the net surgery, value for value."""
+    monkeypatch.setattr(fcn.initialize, "SLICE_ELEMENTS", 1000)
+    path = tmp_path / "vgg16.h5"
+    _write_legacy_h5(vgg16, path)
+    model = build_model("fcn32s", weights=str(path))
+    for fc, dense in (("fc6", "fc1"), ("fc7", "fc2")):
+        kernel, bias = vgg16.get_layer(dense).get_weights()
+        ours = model.get_layer(fc).get_weights()
+        np.testing.assert_array_equal(ours[0], kernel.reshape(ours[0].shape), fc)
+        np.testing.assert_array_equal(ours[1], bias, fc)
+    np.testing.assert_array_equal(
+        model.get_layer("conv3_2").get_weights()[0],
+        vgg16.get_layer("block3_conv2").get_weights()[0],
+    )
+
+
+def test_a_file_with_a_wrong_layer_shape_names_it(tmp_path):
+    small = keras.applications.VGG16(weights=None, include_top=False, input_shape=(32, 32, 3))
+    path = tmp_path / "vgg16.h5"
+    _write_legacy_h5(small, path)
+    with h5py.File(path, "a") as f:
+        del f["block4_conv2/block4_conv2/kernel"]
+        f["block4_conv2/block4_conv2"].create_dataset("kernel", data=np.zeros((3, 3, 512, 7)))
+    with pytest.raises(ValueError, match=r"block4_conv2 holds \(3, 3, 512, 7\)"):
+        build_model("fcn8s", weights=str(path))
+    text = tmp_path / "not-hdf5.h5"
+    text.write_text("hello")
+    with pytest.raises(ValueError, match="not-hdf5.h5 is not a Keras VGG16 weights file"):
+        build_model("fcn8s", weights=str(text))
 
 
 def test_every_vgg16_layer_is_mapped(vgg16):

@@ -1,0 +1,288 @@
+"""fcn beside the PyTorch FCN-8s of pytorch-fcn: speed and peak memory, side by side in one run.
+
+Every cell runs in a fresh process; rounds interleave the two frameworks (torch cell, fcn cell,
+...) so that drift on the machine hits both alike; each figure is the median over rounds.
+Peak RSS is the kernel's VmHWM of the whole process (import, build and steps); the "where it
+goes" columns are VmRSS after ``import``, after the build, and the step's own peak above the
+build. Cells:
+
+* ``build``: the model with fresh weights (fcn: ``build_model("fcn8s", weights=None)``);
+  fcn also from a VGG16 weights file (``--vgg16``, the shared real notop file by default) and
+  ``fcn.load_model`` of a saved ``.keras`` FCN-8s.
+* ``forward 500x500 b1``: fcn through :func:`fcn.forward.compiled_forward` (the path
+  ``fcn.evaluate``/``fcn.predict`` take: streamed); torch ``model.eval()`` under
+  ``torch.inference_mode``.
+* ``train 500x500 b1`` and ``train 320x320 b4``: one SGD step with momentum 0.9 and weight decay
+  5e-4 on the per-pixel mean cross-entropy ignoring 255 (fcn: :func:`fcn.train.compile_for_training`
+  with the practical recipe and ``train_on_batch``, i.e. ``fit``'s step).
+* ``--estimate``: fcn train cells at 320 and 500, batches 1, 2 and 4, beside
+  :func:`fcn.device.training_memory_estimate`.
+
+The PyTorch model is written here layer for layer as pytorch-fcn's ``FCN8s`` (conv1_1 padded by
+100, ceil-mode pools, 7x7 fc6, bilinear-shaped transposed convs, crops at fcn's
+:data:`~fcn.model.CROP_OFFSETS`); its worker never imports TensorFlow (the parent passes the
+geometry). Needs ``pip install -e ".[bench]"`` (torch CPU).
+
+    python benchmarks/vs_pytorch.py                  # 2 rounds of the main table
+    python benchmarks/vs_pytorch.py --rounds 3 --estimate
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from procmem import reset_peak, rss_mib
+
+VGG16_NOTOP = (
+    Path(__file__).resolve().parents[2]
+    / "shared/vgg16_imagenet_notop/vgg16_weights_tf_dim_ordering_tf_kernels_notop.h5"
+)
+MAIN = [("build", 0, 0), ("forward", 500, 1), ("train", 500, 1), ("train", 320, 4)]
+ESTIMATE = [("train", size, batch) for size in (320, 500) for batch in (1, 2, 4)]
+
+
+def torch_fcn8s(geometry: dict, num_classes: int = 21):
+    """pytorch-fcn's FCN8s (the staged net), from fcn's geometry (pad, blocks, crop offsets)."""
+    from torch import nn
+
+    class FCN8s(nn.Module):
+        def __init__(self):
+            super().__init__()
+            blocks, channels = [], 3
+            for b, (convs, filters) in enumerate(geometry["blocks"]):
+                layers = []
+                for i in range(convs):
+                    pad = geometry["pad"] if b == i == 0 else 1
+                    layers += [nn.Conv2d(channels, filters, 3, padding=pad), nn.ReLU(inplace=True)]
+                    channels = filters
+                blocks.append(nn.Sequential(*layers, nn.MaxPool2d(2, 2, ceil_mode=True)))
+            self.blocks = nn.ModuleList(blocks)
+            self.fc = nn.Sequential(
+                nn.Conv2d(512, 4096, 7), nn.ReLU(inplace=True), nn.Dropout2d(),
+                nn.Conv2d(4096, 4096, 1), nn.ReLU(inplace=True), nn.Dropout2d(),
+            )  # fmt: skip
+            self.score_fr = nn.Conv2d(4096, num_classes, 1)
+            self.score_pool4 = nn.Conv2d(512, num_classes, 1)
+            self.score_pool3 = nn.Conv2d(256, num_classes, 1)
+            up = {"upscore2": (4, 2), "upscore_pool4": (4, 2), "upscore8": (16, 8)}
+            for name, (k, s) in up.items():
+                setattr(self, name, nn.ConvTranspose2d(num_classes, num_classes, k, s, bias=False))
+
+        def forward(self, x):
+            pools, h = [], x
+            for block in self.blocks:
+                h = block(h)
+                pools.append(h)
+            offsets = geometry["offsets"]
+            h = self.upscore2(self.score_fr(self.fc(h)))
+            for pool, score, up, crop in (
+                (pools[3], self.score_pool4, self.upscore_pool4, "score_pool4c"),
+                (pools[2], self.score_pool3, self.upscore8, "score_pool3c"),
+            ):
+                skip, o = score(pool), offsets[crop]
+                h = up(h + skip[:, :, o : o + h.shape[2], o : o + h.shape[3]])
+            o = offsets["score"]
+            return h[:, :, o : o + x.shape[2], o : o + x.shape[3]].contiguous()
+
+    return FCN8s()
+
+
+def torch_cell(kind: str, size: int, batch: int, repeats: int, geometry: dict) -> dict:
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(os.cpu_count())
+    out = {"import_mib": rss_mib()["VmRSS"]}
+    reset_peak()
+    start = time.perf_counter()
+    model = torch_fcn8s(geometry)
+    out.update(build_s=time.perf_counter() - start, built_mib=rss_mib()["VmRSS"],
+               build_peak_mib=rss_mib()["VmHWM"],
+               weights_mib=sum(p.numel() for p in model.parameters()) * 4 / 2**20)  # fmt: skip
+    if kind == "build":
+        return {**out, "peak_mib": _process_peak()}
+    rng = np.random.default_rng(0)
+    images = torch.from_numpy(rng.uniform(-120, 135, (batch, 3, size, size)).astype(np.float32))
+    labels = torch.from_numpy(rng.integers(0, 21, (batch, size, size)))
+    if kind == "forward":
+        model.eval()
+
+        def step():
+            with torch.inference_mode():
+                model(images).argmax(1)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-10, momentum=0.9, weight_decay=5e-4)
+        loss_fn = torch.nn.CrossEntropyLoss(ignore_index=255)
+
+        def step():
+            optimizer.zero_grad(set_to_none=True)
+            loss_fn(model(images), labels).backward()
+            optimizer.step()
+
+    return {**out, **_timed(step, repeats)}
+
+
+def fcn_cell(kind: str, size: int, batch: int, repeats: int, source: str) -> dict:
+    import numpy as np
+
+    start = time.perf_counter()
+    import fcn
+    from fcn.device import training_memory_estimate
+    from fcn.forward import compiled_forward
+    from fcn.recipes import RECIPES
+    from fcn.train import compile_for_training
+
+    out = {"import_s": time.perf_counter() - start, "import_mib": rss_mib()["VmRSS"]}
+    reset_peak()
+    start = time.perf_counter()
+    if source.endswith(".keras"):
+        model = fcn.load_model(source)
+    else:
+        model = fcn.build_model("fcn8s", weights=source or None)
+    out.update(build_s=time.perf_counter() - start, built_mib=rss_mib()["VmRSS"],
+               build_peak_mib=rss_mib()["VmHWM"],
+               weights_mib=model.count_params() * 4 / 2**20)  # fmt: skip
+    if kind == "build":
+        return {**out, "peak_mib": _process_peak()}
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (batch, size, size, 3), dtype=np.uint8)
+    labels = rng.integers(0, 21, (batch, size, size), dtype=np.uint8)
+    if kind == "forward":
+        forward = compiled_forward(model, "labels")
+
+        def step():
+            np.asarray(forward(images))
+    else:
+        compile_for_training(model, RECIPES["practical"], total_batches=1000, pretrained=False)
+        out["estimate_mib"] = training_memory_estimate(model, size, batch) / 2**20
+
+        def step():
+            model.train_on_batch(images, labels)
+
+    return {**out, **_timed(step, repeats)}
+
+
+def _timed(step, repeats: int) -> dict:
+    """First step (traces), then ``repeats`` steady steps: times (s) and the steps' peak RSS."""
+    reset_peak()
+    start = time.perf_counter()
+    step()
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    mem = rss_mib()
+    return {"first_step_s": first, "step_s": statistics.median(times), "steps_peak_mib":
+            mem["VmHWM"], "after_steps_mib": mem["VmRSS"], "peak_mib": _process_peak()}  # fmt: skip
+
+
+def _process_peak() -> float:
+    """The whole process's peak RSS, MiB (getrusage: not reset by clear_refs)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_cell(framework: str, kind: str, size: int, batch: int, args, extra: str) -> dict:
+    command = [sys.executable, __file__, "--cell", framework, kind, str(size), str(batch), extra,
+               "--repeats", str(args.repeats)]  # fmt: skip
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    run = subprocess.run(command, capture_output=True, text=True, env=env)
+    if run.returncode:
+        raise RuntimeError(f"{framework} {kind} {size} {batch}: {run.stderr[-2000:]}")
+    row = json.loads(run.stdout.strip().splitlines()[-1])
+    source = Path(extra).name if framework == "fcn" and extra else ""
+    return {"framework": framework, "kind": kind, "size": size, "batch": batch, "source": source,
+            **row}  # fmt: skip
+
+
+def _median_rows(rows: list[dict]) -> dict:
+    merged = dict(rows[0])
+    for key, value in rows[0].items():
+        if isinstance(value, float):
+            merged[key] = statistics.median(row[key] for row in rows)
+    return merged
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3, help="steady steps per cell")
+    parser.add_argument("--estimate", action="store_true", help="also the estimate cells")
+    parser.add_argument("--vgg16", default=str(VGG16_NOTOP), help="a Keras VGG16 weights file")
+    parser.add_argument("--cell", nargs=5, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.cell:
+        framework, kind, size, batch, extra = args.cell
+        if framework == "torch":
+            out = torch_cell(kind, int(size), int(batch), args.repeats, json.loads(extra))
+        else:
+            out = fcn_cell(kind, int(size), int(batch), args.repeats, extra)
+        print(json.dumps(out))
+        return
+    import keras
+
+    import fcn
+    from fcn.device import cpu_summary
+    from fcn.model import CROP_OFFSETS, INPUT_PAD
+    from fcn.vgg16 import VGG_BLOCKS
+
+    print(f"# {cpu_summary()}", flush=True)
+    offsets = CROP_OFFSETS["fcn8s"]
+    geometry = json.dumps({"pad": INPUT_PAD, "blocks": VGG_BLOCKS, "offsets": offsets})
+    saved = Path(tempfile.mkdtemp(prefix="fcn-vs-torch-")) / "fcn8s.keras"
+    keras.utils.set_random_seed(0)
+    fcn.build_model("fcn8s", weights=None).save(saved)
+    sources = [""] + ([args.vgg16] if os.path.exists(args.vgg16) else []) + [str(saved)]
+    cells = []
+    for kind, size, batch in MAIN:
+        cells.append(("torch", kind, size, batch, geometry))
+        for source in sources if kind == "build" else [""]:
+            cells.append(("fcn", kind, size, batch, source))
+    results: dict[tuple, list[dict]] = {}
+    for round_ in range(args.rounds):
+        for cell in cells:
+            row = run_cell(*cell[:4], args, cell[4])
+            results.setdefault(cell, []).append(row)
+            print(json.dumps({"round": round_, **row}), flush=True)
+    if args.estimate:
+        for kind, size, batch in ESTIMATE:
+            row = run_cell("fcn", kind, size, batch, args, "")
+            results[("fcn", kind, size, batch, "estimate")] = [row]
+            print(json.dumps({"round": "estimate", **row}), flush=True)
+    summary = [_median_rows(rows) for rows in results.values()]
+    print(json.dumps({"summary": summary}))
+    print(TABLE_HEADER)
+    for row in summary:
+        print(_table_row(row))
+
+
+TABLE_HEADER = (
+    "| framework | cell | source | import MiB | built MiB | build peak MiB | step peak MiB "
+    "| process peak MiB | step s | first step s | estimate MiB |\n|" + "---|" * 11
+)
+
+
+def _table_row(row: dict) -> str:
+    cell = row["kind"] + (f" {row['size']}x{row['size']} b{row['batch']}" if row["size"] else "")
+    cols = [row["framework"], cell, row["source"] or "-"]
+    for key in ("import_mib", "built_mib", "build_peak_mib", "steps_peak_mib", "peak_mib"):
+        cols.append(f"{row[key]:,.0f}" if key in row else "-")
+    for key in ("step_s", "first_step_s"):
+        cols.append(f"{row[key]:.2f}" if key in row else "-")
+    cols.append(f"{row['estimate_mib']:,.0f}" if "estimate_mib" in row else "-")
+    return "| " + " | ".join(cols) + " |"
+
+
+if __name__ == "__main__":
+    main()
