@@ -11,11 +11,23 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 
+_earlier_peak_mib = 0.0
+
 
 def reset_peak() -> None:
-    """Return freed heap to the kernel (``malloc_trim``), then reset VmHWM to the current RSS."""
+    """Return freed heap to the kernel (``malloc_trim``), then reset VmHWM to the current RSS
+    (the peak so far is kept for :func:`process_peak_mib`)."""
+    global _earlier_peak_mib
+    _earlier_peak_mib = max(_earlier_peak_mib, rss_mib()["VmHWM"])
     ctypes.CDLL("libc.so.6").malloc_trim(0)
     Path("/proc/self/clear_refs").write_text("5")
+
+
+def process_peak_mib() -> float:
+    """This process's peak RSS since it started, MiB, across :func:`reset_peak` calls. (Not
+    ``getrusage``: its ``ru_maxrss`` survives ``execve``, so a benchmark's worker would report
+    the parent's peak at the fork.)"""
+    return max(_earlier_peak_mib, rss_mib()["VmHWM"])
 
 
 def rss_mib() -> dict[str, float]:

@@ -39,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from procmem import reset_peak, rss_mib
+from procmem import process_peak_mib, reset_peak, rss_mib
 
 VGG16_NOTOP = (
     Path(__file__).resolve().parents[2]
@@ -108,7 +108,7 @@ def torch_cell(kind: str, size: int, batch: int, repeats: int, geometry: dict) -
                build_peak_mib=rss_mib()["VmHWM"],
                weights_mib=sum(p.numel() for p in model.parameters()) * 4 / 2**20)  # fmt: skip
     if kind == "build":
-        return {**out, "peak_mib": _process_peak()}
+        return {**out, "peak_mib": process_peak_mib()}
     rng = np.random.default_rng(0)
     images = torch.from_numpy(rng.uniform(-120, 135, (batch, 3, size, size)).astype(np.float32))
     labels = torch.from_numpy(rng.integers(0, 21, (batch, size, size)))
@@ -151,7 +151,7 @@ def fcn_cell(kind: str, size: int, batch: int, repeats: int, source: str) -> dic
                build_peak_mib=rss_mib()["VmHWM"],
                weights_mib=model.count_params() * 4 / 2**20)  # fmt: skip
     if kind == "build":
-        return {**out, "peak_mib": _process_peak()}
+        return {**out, "peak_mib": process_peak_mib()}
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (batch, size, size, 3), dtype=np.uint8)
     labels = rng.integers(0, 21, (batch, size, size), dtype=np.uint8)
@@ -182,15 +182,13 @@ def _timed(step, repeats: int) -> dict:
         step()
         times.append(time.perf_counter() - start)
     mem = rss_mib()
-    return {"first_step_s": first, "step_s": statistics.median(times), "steps_peak_mib":
-            mem["VmHWM"], "after_steps_mib": mem["VmRSS"], "peak_mib": _process_peak()}  # fmt: skip
-
-
-def _process_peak() -> float:
-    """The whole process's peak RSS, MiB (getrusage: not reset by clear_refs)."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "first_step_s": first,
+        "step_s": statistics.median(times),
+        "steps_peak_mib": mem["VmHWM"],
+        "after_steps_mib": mem["VmRSS"],
+        "peak_mib": process_peak_mib(),
+    }
 
 
 def run_cell(framework: str, kind: str, size: int, batch: int, args, extra: str) -> dict:

@@ -18,7 +18,7 @@ import keras
 from fcn import data, plots
 from fcn.evaluate import evaluate
 from fcn.model import class_names
-from fcn.predict import predict_files
+from fcn.predict import load_model, predict_files
 from fcn.train import train
 
 HONEST_NOTE = """\
@@ -76,7 +76,7 @@ def run_demo(
     )  # fmt: skip
     model = result.model
     if result.best_checkpoint:
-        model = keras.models.load_model(result.best_checkpoint, safe_mode=True)
+        model = load_model(result.best_checkpoint)
     scores = evaluate(model, data.eval_dataset(val))
     (out / "metrics.txt").write_text(f"{scores.table()}\n\n{used}\n{HONEST_NOTE}\n")
     scores.save_json(out / "metrics.json")

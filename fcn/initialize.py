@@ -16,10 +16,14 @@ view: one block never crosses a leading index, so each is one strided-slice assi
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import random
+import zipfile
 from collections.abc import Callable, Iterator
 
+import h5py
 import keras
 import numpy as np
 import tensorflow as tf
@@ -110,3 +114,124 @@ def write_glorot(variable) -> None:
         return values
 
     write_slices(variable, draw)
+
+
+def h5_layer_weights(f: h5py.File) -> dict[str, tuple[h5py.Dataset, ...]]:
+    """Keras layer name -> its weight datasets (kernel, bias, ...), unread, in either layout Keras
+    writes: the legacy one of its published files (a group per layer, listed in the file's
+    ``layer_names``, each naming its datasets in ``weight_names``) or Keras 3's
+    ``.weights.h5`` (``layers/<auto name>/vars/0, 1``, the layer's name in the ``vars`` group's
+    ``name`` attribute)."""
+
+    def text(value) -> str:
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    found = {}
+    if "layer_names" in f.attrs:
+        for name in map(text, f.attrs["layer_names"]):
+            group = f[name]
+            weights = [group[text(w)] for w in group.attrs.get("weight_names", [])]
+            if weights:
+                found[name] = tuple(weights)
+    elif isinstance(f.get("layers"), h5py.Group):
+        for group in f["layers"].values():
+            variables = group.get("vars")
+            if isinstance(variables, h5py.Group) and len(variables) and "name" in variables.attrs:
+                found[text(variables.attrs["name"])] = tuple(variables[str(i)] for i in
+                                                             range(len(variables)))  # fmt: skip
+    return found
+
+
+def kernel_fits(stored: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """Whether a stored kernel is ``shape`` or its Dense view (prod(shape[:-1]), C_out)."""
+    return stored == shape or stored == (int(np.prod(shape[:-1])), shape[-1])
+
+
+def dataset_reader(kernel: h5py.Dataset, shape: tuple[int, ...]):
+    """Row blocks of the target kernel ``shape`` (..., C_in, C_out) read from ``kernel``,
+    either of that shape or Keras' Dense (prod(...) * C_in, C_out): ``fc1`` (25088, 4096) holds
+    fc6's (7, 7, 512, 4096) in the same row-major order, so block rows map one to one."""
+    *lead, rows, _ = shape
+
+    def read(block: RowBlock):
+        index, first, end = block
+        if kernel.ndim == 2:
+            offset = int(np.ravel_multi_index(index, lead)) * rows
+            return kernel[offset + first : offset + end]
+        return kernel[(*index, slice(first, end))]
+
+    return read
+
+
+def restore_initializers(model: keras.Model) -> list[str]:
+    """Give every layer with an :class:`Unwritten` kernel Keras' glorot-uniform initializer
+    back (what its config then names); returns those layers' names. Their kernels must be
+    written (:func:`write_glorot`, :func:`write_slices`) by the caller."""
+    names = []
+    for layer in model.layers:
+        if isinstance(getattr(layer, "kernel_initializer", None), Unwritten):
+            layer.kernel_initializer = keras.initializers.get("glorot_uniform")
+            names.append(layer.name)
+    return names
+
+
+def load_keras_in_place(path: str | os.PathLike, *, safe_mode: bool = True) -> keras.Model:
+    """Load a ``.keras`` model file, every kernel written in place from the archive's weights
+    file slice by slice (Keras' own loader draws every glorot kernel first and then reads each
+    variable whole beside it).
+
+    The config is Keras' (deserialised in ``safe_mode``) with its glorot-uniform kernels
+    created :class:`Unwritten`; every variable of every layer is then read from the file,
+    which must hold them all, with the shapes of the config.
+
+    Raises:
+        ValueError: not a ``.keras`` archive, or it lacks a layer's weights or holds another
+            shape (named).
+
+    Example:
+        >>> import fcn, tempfile
+        >>> path = tempfile.mkdtemp() + "/m.keras"
+        >>> fcn.build_model("fcn8s", weights=None, width=1 / 16).save(path)
+        >>> load_keras_in_place(path).get_layer("fc6").kernel.shape
+        (7, 7, 32, 256)
+    """
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path} is not a .keras model file (not a zip archive)")
+    with zipfile.ZipFile(path) as archive:
+        config = json.loads(archive.read("config.json"))
+        _defer_glorot(config)
+        model = keras.saving.deserialize_keras_object(config, safe_mode=safe_mode)
+        with archive.open("model.weights.h5") as stream, h5py.File(stream, "r") as f:
+            stored = h5_layer_weights(f)
+            for layer in model.layers:
+                if not layer.weights:
+                    continue
+                datasets = stored.get(layer.name, ())
+                if [d.shape for d in datasets] != [tuple(v.shape) for v in layer.weights]:
+                    raise ValueError(
+                        f"{path}: the weights of layer {layer.name} are "
+                        f"{[d.shape for d in datasets] or 'missing'}, its config needs "
+                        f"{[tuple(v.shape) for v in layer.weights]}"
+                    )
+                for variable, dataset in zip(layer.weights, datasets):
+                    if len(variable.shape) >= 2:
+                        write_slices(variable, dataset_reader(dataset, tuple(variable.shape)))
+                    else:
+                        variable.assign(dataset[()])
+    restore_initializers(model)
+    return model
+
+
+def _defer_glorot(config) -> None:
+    """Turn every glorot-uniform ``kernel_initializer`` (without a seed) in a serialised
+    Keras config into :class:`Unwritten`, in place."""
+    if isinstance(config, dict):
+        init = config.get("kernel_initializer")
+        if isinstance(init, dict) and init.get("class_name") == "GlorotUniform":
+            if (init.get("config") or {}).get("seed") is None:
+                config["kernel_initializer"] = keras.saving.serialize_keras_object(Unwritten())
+        for value in config.values():
+            _defer_glorot(value)
+    elif isinstance(config, list):
+        for value in config:
+            _defer_glorot(value)

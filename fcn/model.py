@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import keras
 
 from fcn.classes import NUM_CLASSES, default_class_names, read_class_names
-from fcn.initialize import Unwritten, write_glorot
+from fcn.initialize import Unwritten, restore_initializers, write_glorot
 from fcn.layers import BilinearUpsampling, CaffeCrop, Scale, ScoreCrop
 from fcn.preprocessing import CaffePreprocess
 from fcn.vgg16 import VGG_BLOCKS, imagenet_weights_path, load_vgg16_weights
@@ -55,16 +55,6 @@ def _glorot_conv(name: str, filters: int, size: int, **kwargs) -> keras.layers.C
     return keras.layers.Conv2D(
         filters, size, activation="relu", kernel_initializer=Unwritten(), name=name, **kwargs
     )
-
-
-def _write_unwritten(model: keras.Model, written: set[str]) -> None:
-    """Give every :class:`~fcn.initialize.Unwritten` kernel not in ``written`` (layer names)
-    its glorot values, and every such layer its real initializer back (for its config)."""
-    for layer in model.layers:
-        if isinstance(getattr(layer, "kernel_initializer", None), Unwritten):
-            layer.kernel_initializer = keras.initializers.get("glorot_uniform")
-            if layer.name not in written:
-                write_glorot(layer.kernel)
 
 
 def _score(name: str, classes: int):
@@ -180,7 +170,9 @@ def build_model(
 
     path = imagenet_weights_path() if weights == "imagenet" else weights
     written = load_vgg16_weights(model, os.fspath(path)) if path is not None else set()
-    _write_unwritten(model, written)
+    for name in restore_initializers(model):
+        if name not in written:  # random: everything a weights file did not hold
+            write_glorot(model.get_layer(name).kernel)
     if init_from is not None:
         transfer_weights(init_from, model)
     return model

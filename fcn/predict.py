@@ -20,6 +20,7 @@ from PIL import Image, ImageOps
 
 from fcn.data.files import IMAGE_SUFFIXES
 from fcn.forward import default_max_pixels, label_dtype
+from fcn.initialize import load_keras_in_place
 from fcn.tiling import DEFAULT_MARGIN, predict_tiled
 
 DEFAULT_MODEL_FILE = "fcn8s-voc.keras"
@@ -69,7 +70,7 @@ def load_model(path: str | os.PathLike | None = None) -> keras.Model:
     if not path.exists():
         raise FileNotFoundError(f"model file not found: {path}")
     _check_sum(path)
-    return keras.models.load_model(path, compile=False, safe_mode=True)
+    return load_keras_in_place(path, safe_mode=True)
 
 
 def read_rgb(image: ImageLike) -> np.ndarray:

@@ -12,9 +12,8 @@ import warnings
 
 import h5py
 import keras
-import numpy as np
 
-from fcn.initialize import RowBlock, write_slices
+from fcn.initialize import dataset_reader, h5_layer_weights, kernel_fits, write_slices
 
 WEIGHTS_FILE = "vgg16_weights_tf_dim_ordering_tf_kernels.h5"
 WEIGHTS_URL = "https://storage.googleapis.com/tensorflow/keras-applications/vgg16/" + WEIGHTS_FILE
@@ -61,32 +60,6 @@ def vgg16_to_fcn_names() -> dict[str, str]:
     return {**names, "fc1": "fc6", "fc2": "fc7"}
 
 
-def _vgg16_datasets(f: h5py.File) -> dict[str, tuple[h5py.Dataset, ...]]:
-    """Keras layer name -> its weight datasets (kernel, bias), unread, in either layout Keras
-    writes: the legacy one of its published files (a group per layer, listed in the file's
-    ``layer_names``, each naming its datasets in ``weight_names``) or Keras 3's
-    ``.weights.h5`` (``layers/<auto name>/vars/0, 1``, the layer's name in the ``vars`` group's
-    ``name`` attribute)."""
-
-    def text(value) -> str:
-        return value.decode() if isinstance(value, bytes) else str(value)
-
-    found = {}
-    if "layer_names" in f.attrs:
-        for name in map(text, f.attrs["layer_names"]):
-            group = f[name]
-            weights = [group[text(w)] for w in group.attrs.get("weight_names", [])]
-            if weights:
-                found[name] = tuple(weights)
-    elif isinstance(f.get("layers"), h5py.Group):
-        for group in f["layers"].values():
-            variables = group.get("vars")
-            if isinstance(variables, h5py.Group) and len(variables) and "name" in variables.attrs:
-                found[text(variables.attrs["name"])] = tuple(variables[str(i)] for i in
-                                                             range(len(variables)))  # fmt: skip
-    return found
-
-
 def load_vgg16_weights(model: keras.Model, path: str) -> set[str]:
     """Copy the VGG16 weights in ``path`` into the FCN ``model`` (in place), slice by slice
     from the file (:func:`fcn.initialize.write_slices`: the file is never read whole).
@@ -106,7 +79,7 @@ def load_vgg16_weights(model: keras.Model, path: str) -> set[str]:
     except OSError as err:
         raise ValueError(f"{path} is not a Keras VGG16 weights file (not HDF5: {err})") from err
     with f:
-        datasets = _vgg16_datasets(f)
+        datasets = h5_layer_weights(f)
         has_top = "fc1" in datasets and "fc2" in datasets
         pairs = [(v, n) for v, n in vgg16_to_fcn_names().items() if has_top or n[:2] != "fc"]
         for vgg_name, fcn_name in pairs:  # check everything before writing anything
@@ -114,7 +87,7 @@ def load_vgg16_weights(model: keras.Model, path: str) -> set[str]:
             if vgg_name not in datasets:
                 raise ValueError(f"{path} is not a Keras VGG16 weights file: no layer {vgg_name}")
             kernel, bias = datasets[vgg_name][:2]
-            if not _fits(kernel.shape, tuple(target.kernel.shape)) or bias.shape != tuple(
+            if not kernel_fits(kernel.shape, tuple(target.kernel.shape)) or bias.shape != tuple(
                 target.bias.shape
             ):
                 raise ValueError(
@@ -125,7 +98,7 @@ def load_vgg16_weights(model: keras.Model, path: str) -> set[str]:
         for vgg_name, fcn_name in pairs:
             target = model.get_layer(fcn_name)
             kernel, bias = datasets[vgg_name][:2]
-            write_slices(target.kernel, _reader(kernel, tuple(target.kernel.shape)))
+            write_slices(target.kernel, dataset_reader(kernel, tuple(target.kernel.shape)))
             target.bias.assign(bias[()])
     if not has_top:
         warnings.warn(
@@ -134,24 +107,3 @@ def load_vgg16_weights(model: keras.Model, path: str) -> set[str]:
             stacklevel=3,
         )
     return {fcn_name for _, fcn_name in pairs}
-
-
-def _fits(stored: tuple[int, ...], shape: tuple[int, ...]) -> bool:
-    """Whether a stored kernel is ``shape`` or its Dense view (prod(shape[:-1]), C_out)."""
-    return stored == shape or stored == (int(np.prod(shape[:-1])), shape[-1])
-
-
-def _reader(kernel: h5py.Dataset, shape: tuple[int, ...]):
-    """Row blocks of the target kernel ``shape`` (..., C_in, C_out) read from ``kernel``,
-    either of that shape or Keras' Dense (prod(...) * C_in, C_out): ``fc1`` (25088, 4096) holds
-    fc6's (7, 7, 512, 4096) in the same row-major order, so block rows map one to one."""
-    *lead, rows, _ = shape
-
-    def read(block: RowBlock):
-        index, first, end = block
-        if kernel.ndim == 2:
-            offset = int(np.ravel_multi_index(index, lead)) * rows
-            return kernel[offset + first : offset + end]
-        return kernel[(*index, slice(first, end))]
-
-    return read

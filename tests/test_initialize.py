@@ -1,5 +1,6 @@
 """In-place, sliced kernel writes: every value written once, glorot's distribution, repeatable
-builds, real initializers in the saved config, and `import fcn` without PyTorch."""
+builds, real initializers in the saved config, `.keras` files loaded in place (and refused with
+the layer named), and `import fcn` without PyTorch."""
 
 from __future__ import annotations
 
@@ -7,15 +8,24 @@ import math
 import os
 import subprocess
 import sys
+import zipfile
 
+import h5py
 import keras
 import numpy as np
 import pytest
-from conftest import LAMBDA, TINY
+from conftest import LAMBDA, TINY, randomize
 
 import fcn.initialize
 from fcn import build_model
-from fcn.initialize import Unwritten, glorot_limit, row_blocks, write_glorot, write_slices
+from fcn.initialize import (
+    Unwritten,
+    glorot_limit,
+    load_keras_in_place,
+    row_blocks,
+    write_glorot,
+    write_slices,
+)
 
 
 @pytest.mark.parametrize("shape", [(3, 3, 5, 4), (1, 1, 9, 2), (2, 1, 1, 7)])
@@ -94,3 +104,39 @@ def test_import_fcn_does_not_import_torch(tmp_path):
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                          timeout=120)  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_keras_file_loads_in_place_exactly(tmp_path):
+    model = randomize(build_model("fcn8s", weights=None, width=TINY), seed=5)
+    path = tmp_path / "m.keras"
+    model.save(path)
+    loaded = load_keras_in_place(path)
+    assert [w.path for w in loaded.weights] == [w.path for w in model.weights]
+    for ours, theirs in zip(loaded.weights, model.weights):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), ours.path)
+    assert loaded.get_layer("fc6").get_config()["kernel_initializer"]["class_name"] == (
+        "GlorotUniform"
+    )
+
+
+def test_keras_file_without_a_layers_weights_is_refused(tmp_path):
+    path = tmp_path / "m.keras"
+    build_model("fcn8s", weights=None, width=TINY).save(path)
+    broken = tmp_path / "broken.keras"
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(broken, "w") as target:
+        for item in source.infolist():
+            data = source.read(item)
+            if item.filename == "model.weights.h5":
+                weights = tmp_path / "w.h5"
+                weights.write_bytes(data)
+                with h5py.File(weights, "a") as f:
+                    fc6 = next(g for g in f["layers"].values() if g["vars"].attrs["name"] == "fc6")
+                    del f[fc6.name]
+                data = weights.read_bytes()
+            target.writestr(item, data)
+    with pytest.raises(ValueError, match="broken.keras: the weights of layer fc6 are missing"):
+        load_keras_in_place(broken)
+    text = tmp_path / "text.keras"
+    text.write_text("not a model")
+    with pytest.raises(ValueError, match="text.keras is not a .keras model file"):
+        load_keras_in_place(text)
