@@ -8,7 +8,8 @@ then for a second, whole VGG16 model to read the file into. :func:`fcn.build_mod
 creates every glorot kernel from uninitialised memory (:class:`Unwritten`, untouched pages cost
 no RAM) and then writes it here in slices of at most :data:`SLICE_ELEMENTS` values: either
 random with glorot's distribution (:func:`write_glorot`) or straight from a file's slices
-(:func:`write_slices`, see :mod:`fcn.vgg16`).
+(:func:`write_slices`: VGG16 files in :mod:`fcn.vgg16`, ``.keras`` archives in
+:func:`load_keras_in_place`, which :func:`fcn.load_model` uses).
 
 A kernel (..., C_in, C_out) is written as blocks of rows of its (prod(...) * C_in, C_out)
 view: one block never crosses a leading index, so each is one strided-slice assignment.
@@ -29,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 SLICE_ELEMENTS = 2**18
-"""Most values written at once (16 MiB of float32): the only temporary beside the kernel."""
+"""Most values written at once (1 MiB of float32): the only temporary beside the kernel."""
 
 RowBlock = tuple[tuple[int, ...], int, int]
 """(leading index, first row, end row) of a kernel (..., C_in, C_out): the block
@@ -41,8 +42,8 @@ class Unwritten(keras.initializers.Initializer):
     """Uninitialised memory of the right shape: a placeholder that :func:`write_glorot` or
     :func:`write_slices` must overwrite before the variable is read.
 
-    :func:`fcn.build_model` puts the layer's real initializer back once the kernel is written,
-    so a saved model's config never names this class.
+    :func:`fcn.build_model` and :func:`load_keras_in_place` put the layer's real initializer
+    back (:func:`restore_initializers`), so a saved model's config never names this class.
     """
 
     def __call__(self, shape, dtype=None):
