@@ -171,11 +171,14 @@ def fcn_cell(kind: str, size: int, batch: int, repeats: int, source: str) -> dic
 
 
 def _timed(step, repeats: int) -> dict:
-    """First step (traces), then ``repeats`` steady steps: times (s) and the steps' peak RSS."""
+    """First step (traces), then ``repeats`` steady steps: times (s); peak RSS of all the
+    steps (``steps_peak_mib``) and of the steady ones alone (``steady_peak_mib``)."""
     reset_peak()
     start = time.perf_counter()
     step()
     first = time.perf_counter() - start
+    first_peak = rss_mib()["VmHWM"]
+    reset_peak()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -185,7 +188,8 @@ def _timed(step, repeats: int) -> dict:
     return {
         "first_step_s": first,
         "step_s": statistics.median(times),
-        "steps_peak_mib": mem["VmHWM"],
+        "steps_peak_mib": max(first_peak, mem["VmHWM"]),
+        "steady_peak_mib": mem["VmHWM"],
         "after_steps_mib": mem["VmRSS"],
         "peak_mib": process_peak_mib(),
     }
@@ -218,6 +222,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="steady steps per cell")
     parser.add_argument("--estimate", action="store_true", help="also the estimate cells")
     parser.add_argument("--vgg16", default=str(VGG16_NOTOP), help="a Keras VGG16 weights file")
+    kinds = sorted({kind for kind, _, _ in MAIN})
+    parser.add_argument("--kinds", nargs="+", default=kinds, choices=kinds, help="cells to run")
     parser.add_argument("--cell", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cell:
@@ -243,7 +249,7 @@ def main() -> None:
     fcn.build_model("fcn8s", weights=None).save(saved)
     sources = [""] + ([args.vgg16] if os.path.exists(args.vgg16) else []) + [str(saved)]
     cells = []
-    for kind, size, batch in MAIN:
+    for kind, size, batch in (cell for cell in MAIN if cell[0] in args.kinds):
         cells.append(("torch", kind, size, batch, geometry))
         for source in sources if kind == "build" else [""]:
             cells.append(("fcn", kind, size, batch, source))
@@ -266,15 +272,18 @@ def main() -> None:
 
 
 TABLE_HEADER = (
-    "| framework | cell | source | import MiB | built MiB | build peak MiB | step peak MiB "
-    "| process peak MiB | step s | first step s | estimate MiB |\n|" + "---|" * 11
+    "| framework | cell | source | import MiB | built MiB | build peak MiB | steps peak MiB "
+    "| steady steps peak MiB | process peak MiB | step s | first step s | estimate MiB |\n"
+    f"|{'---|' * 12}"
 )
 
 
 def _table_row(row: dict) -> str:
     cell = row["kind"] + (f" {row['size']}x{row['size']} b{row['batch']}" if row["size"] else "")
     cols = [row["framework"], cell, row["source"] or "-"]
-    for key in ("import_mib", "built_mib", "build_peak_mib", "steps_peak_mib", "peak_mib"):
+    keys = ("import_mib", "built_mib", "build_peak_mib", "steps_peak_mib", "steady_peak_mib",
+            "peak_mib")  # fmt: skip
+    for key in keys:
         cols.append(f"{row[key]:,.0f}" if key in row else "-")
     for key in ("step_s", "first_step_s"):
         cols.append(f"{row[key]:.2f}" if key in row else "-")

@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import keras
+import tensorflow as tf
 
 from fcn.classes import IGNORE_LABEL
 from fcn.model import ATONCE_SCALES, skip_layer_names
@@ -97,13 +98,34 @@ class CaffeSGD(keras.optimizers.SGD):
             self._gradient_mults.append(self.bias_lr_mult if len(v.shape) == 1 else kernel)
 
     def update_step(self, gradient, variable, learning_rate):
-        mult = self._gradient_mults[self._get_variable_index(variable)]
-        if mult != 1.0:
+        """One variable's step, in place where momentum is on (no full-size temporaries):
+        ``m <- momentum * m - lr * (mult * g + decay * w)``, ``w <- w + m``, as
+        ``m -= (lr * decay / momentum) * w`` then TensorFlow's fused Keras-momentum kernel with
+        rate ``lr * mult``; both rewrite the variables' own buffers."""
+        index = self._get_variable_index(variable)
+        mult = self._gradient_mults[index]
+        decay = self.caffe_weight_decay if len(variable.shape) > 1 else 0.0
+        if self.momentum == 0 or self.nesterov:  # the plain formula, with its temporaries
             gradient = gradient * keras.ops.cast(mult, gradient.dtype)
-        if len(variable.shape) > 1 and self.caffe_weight_decay:
-            decay = keras.ops.cast(self.caffe_weight_decay, gradient.dtype)
-            gradient = gradient + decay * keras.ops.cast(variable, gradient.dtype)
-        super().update_step(gradient, variable, learning_rate)
+            if decay:
+                gradient = gradient + keras.ops.cast(decay, gradient.dtype) * keras.ops.cast(
+                    variable, gradient.dtype
+                )
+            super().update_step(gradient, variable, learning_rate)
+            return
+        rate = tf.cast(learning_rate, variable.dtype)
+        accumulator = self.momentums[index]
+        if decay:
+            tf.raw_ops.ResourceApplyGradientDescent(
+                var=accumulator.handle,
+                alpha=rate * (decay / self.momentum),
+                delta=tf.convert_to_tensor(variable),
+            )
+        tf.raw_ops.ResourceApplyKerasMomentum(
+            var=variable.handle, accum=accumulator.handle, lr=rate * mult,
+            grad=tf.cast(gradient, variable.dtype), momentum=tf.cast(self.momentum, variable.dtype),
+            use_nesterov=False,
+        )  # fmt: skip
 
     def get_config(self):
         return {

@@ -113,6 +113,36 @@ def test_caffe_sgd_doubles_bias_rate_and_decays_kernels_only():
     np.testing.assert_allclose(bias.numpy(), 2.0 - 2 * 0.1 * 1.0)
 
 
+def test_caffe_sgd_in_place_momentum_step_is_caffes_formula():
+    """Three steps of the in-place update against m <- mu m - lr (mult g + decay w), w += m
+    (kernels), m <- mu m - 2 lr g (biases), in float64 from the same float32 start."""
+    rng = np.random.default_rng(2)
+
+    def f32(shape):
+        return rng.normal(size=shape).astype(np.float32)
+
+    layer = keras.layers.Dense(4, name="score_pool3")
+    layer.build((None, 3))
+    layer.kernel.assign(f32((3, 4)))
+    layer.bias.assign(f32((4,)))
+    grads = [(f32((3, 4)), f32((4,))) for _ in range(3)]
+    lr, mu, decay, mult = 0.1, 0.9, 5e-2, 1e-2
+    optimizer = CaffeSGD(learning_rate=lr, momentum=mu, caffe_weight_decay=decay,
+                         kernel_lr_mults={"score_pool3": mult})  # fmt: skip
+    w, b = layer.kernel.numpy().astype(np.float64), layer.bias.numpy().astype(np.float64)
+    mw, mb = np.zeros_like(w), np.zeros_like(b)
+    for gw, gb in grads:
+        optimizer.apply([tf.constant(gw), tf.constant(gb)], [layer.kernel, layer.bias])
+        mw = mu * mw - lr * (mult * gw + decay * w)
+        w = w + mw
+        mb = mu * mb - 2 * lr * gb
+        b = b + mb
+    # each of 3 steps rounds ~8 float32 products and sums of values at most |w| (+ |m|)
+    for ours, exact in ((layer.kernel, w), (layer.bias, b)):
+        bound = 3 * 8 * UNIT_ROUNDOFF * (np.abs(exact).max() + 1)
+        np.testing.assert_allclose(ours.numpy(), exact, rtol=0, atol=bound)
+
+
 def test_loss_ignores_void_and_averages_over_labelled_pixels():
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(2, 5, 6, 4)).astype(np.float32)
