@@ -19,7 +19,6 @@ Usage: python benchmarks/eval_memory.py [--sizes 100 400 1600] [--big 'fcn.evalu
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import subprocess
@@ -32,22 +31,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
+from procmem import reset_peak, rss_mib  # noqa: E402
 
 from fcn.classes import NUM_CLASSES  # noqa: E402
 from fcn.data import write_synthetic_voc  # noqa: E402
 
 WIDTH = 1 / 16
-
-
-def reset_peak() -> None:
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    Path("/proc/self/clear_refs").write_text("5")
-
-
-def memory_mib() -> dict[str, float]:
-    """Current (VmRSS) and peak-since-reset (VmHWM) resident memory, MiB."""
-    fields = dict(line.split(":") for line in Path("/proc/self/status").read_text().splitlines())
-    return {k: int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM")}
 
 
 def random_model(width: float):
@@ -91,7 +80,7 @@ def scaling_worker(method: str, root: str, count: int) -> dict:
     model = random_model(WIDTH)
     ids = (Path(root) / "ImageSets/Segmentation/val.txt").read_text().split()[:count]
     dataset = eval_dataset(voc_pairs(root, ids))
-    rest = memory_mib()["VmRSS"]
+    rest = rss_mib()["VmRSS"]
     reset_peak()
     start = time.perf_counter()
     if method == "fcn.evaluate":
@@ -99,7 +88,7 @@ def scaling_worker(method: str, root: str, count: int) -> dict:
     else:
         mean_iou = naive_evaluate(model, dataset)
     seconds = time.perf_counter() - start
-    return {"method": method, "images": count, "rest_mib": rest, "peak_mib": memory_mib()["VmHWM"],
+    return {"method": method, "images": count, "rest_mib": rest, "peak_mib": rss_mib()["VmHWM"],
             "images_per_s": count / seconds, "mean_iou": mean_iou}  # fmt: skip
 
 
@@ -124,7 +113,7 @@ def big_worker(method: str, max_pixels: int) -> dict:
     label = rng.integers(0, NUM_CLASSES, (height, width)).astype(np.uint8)
     model = random_model(1.0)
     max_pixels = max_pixels or default_max_pixels(model)
-    rest = memory_mib()["VmRSS"]
+    rest = rss_mib()["VmRSS"]
     reset_peak()
     start = time.perf_counter()
     if method == "fcn.evaluate":
@@ -136,7 +125,7 @@ def big_worker(method: str, max_pixels: int) -> dict:
         mean_iou = scores(confusion_counts(label[None], logits, NUM_CLASSES).numpy()).mean_iou
         passes = 1
     return {"method": method, "max_pixels": max_pixels, "passes": passes, "rest_mib": rest,
-            "peak_mib": memory_mib()["VmHWM"], "seconds": time.perf_counter() - start,
+            "peak_mib": rss_mib()["VmHWM"], "seconds": time.perf_counter() - start,
             "mean_iou": mean_iou}  # fmt: skip
 
 
