@@ -16,8 +16,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from fcn.recipes import segmentation_loss
-
 
 class OutOfMemoryError(RuntimeError):
     """A training step did not fit in device memory; the message says what would."""
@@ -181,6 +179,8 @@ def find_batch_size(
 
     The model's weights are restored afterwards.
     """
+    from fcn.recipes import segmentation_loss  # recipes -> model -> layers -> device: not at the top
+
     if max_batch < 1:
         raise ValueError(f"max_batch must be at least 1, got {max_batch}")
     on_gpu = bool(tf.config.list_logical_devices("GPU"))

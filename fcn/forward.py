@@ -33,7 +33,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from fcn.layers import Scale
+from fcn.layers import LeanConv2D, Scale
 from fcn.model import SCORE_LAYER
 from fcn.vgg16 import VGG_BLOCKS
 
@@ -82,7 +82,7 @@ def _is_pointwise(layer) -> bool:
 
 def _is_conv(layer) -> bool:
     return (
-        type(layer) is keras.layers.Conv2D
+        type(layer) in (keras.layers.Conv2D, LeanConv2D)
         and layer.strides == (1, 1)
         and layer.dilation_rate == (1, 1)
         and layer.kernel_size[0] == layer.kernel_size[1]

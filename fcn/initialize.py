@@ -67,25 +67,49 @@ def row_blocks(shape: tuple[int, ...]) -> Iterator[RowBlock]:
 
 def write_slices(variable, read: Callable[[RowBlock], np.ndarray]) -> None:
     """Fill ``variable`` (..., C_in, C_out) in place, block by block: ``read(block)`` returns
-    the (end - first, C_out) values of :func:`row_blocks`' ``block``."""
+    the (end - first, C_out) values of :func:`row_blocks`' ``block``.
+
+    A copy of the variable in host memory is written through a NumPy view of its own buffer
+    (:func:`_host_buffer`). Not with TensorFlow's ``ResourceStridedSliceAssign``: a sliced
+    assignment puts the variable in "copy on read" mode for good, after which every read of it
+    (every forward pass) copies the whole kernel and every optimizer update copies it again;
+    measured on the full FCN-8s, that was 513 MiB more per forward pass and ~800 MiB more per
+    training step (``benchmarks/README.md``, issue 12). A copy on another device (a GPU) is
+    assembled in host memory and assigned whole."""
     *lead, _, cols = variable.shape
     value = variable.value
     # under a tf.distribute strategy: one copy per device, each written alike
     copies = value.values if isinstance(value, tf.distribute.DistributedValues) else (value,)
+    buffers = [_host_buffer(copy) for copy in copies]
+    staged = None
+    if any(buffer is None for buffer in buffers):
+        staged = np.empty(tuple(variable.shape), dtype=variable.dtype)
     for block in row_blocks(tuple(variable.shape)):
         index, first, end = block
         values = np.asarray(read(block), dtype=variable.dtype)
         if values.shape != (end - first, cols):
             raise ValueError(f"{variable.path}: block {block} got values of shape {values.shape}")
-        for copy in copies:
-            with tf.device(copy.device):
-                tf.raw_ops.ResourceStridedSliceAssign(
-                    ref=copy.handle,
-                    begin=[*index, first, 0],
-                    end=[*(i + 1 for i in index), end, cols],
-                    strides=[1] * len(variable.shape),
-                    value=values.reshape((1,) * len(lead) + values.shape),
-                )  # fmt: skip
+        for buffer in (*buffers, staged):
+            if buffer is not None:
+                buffer[(*index, slice(first, end))] = values
+    for copy, buffer in zip(copies, buffers):
+        if buffer is None:
+            copy.assign(staged)
+
+
+def _host_buffer(variable: tf.Variable) -> np.ndarray | None:
+    """A writable NumPy view of ``variable``'s own buffer where it lives in host memory and a
+    read of it shares that buffer (two reads give the same address), else None. (``_numpy`` is
+    TensorFlow's zero-copy view of a CPU tensor; the public ``numpy()`` copies it.)"""
+    if "CPU" not in variable.device.upper():
+        return None
+    first, second = (
+        tf.raw_ops.ReadVariableOp(resource=variable.handle, dtype=variable.dtype)._numpy()
+        for _ in range(2)
+    )
+    if first.ctypes.data != second.ctypes.data or not first.flags.writeable:
+        return None
+    return first
 
 
 def glorot_limit(shape: tuple[int, ...]) -> float:

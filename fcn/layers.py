@@ -1,4 +1,5 @@
-"""The small custom pieces of an FCN graph: Caffe-style crop, constant scale, bilinear kernels.
+"""The small custom pieces of an FCN graph: Caffe-style crop, constant scale, bilinear kernels,
+and a convolution with a lean backward pass.
 
 All are registered for ``.keras`` serialisation (no Lambda layers anywhere).
 """
@@ -7,6 +8,9 @@ from __future__ import annotations
 
 import keras
 import numpy as np
+import tensorflow as tf
+
+from fcn.conv_gradients import lean_conv2d
 
 
 def bilinear_filter(size: int) -> np.ndarray:
@@ -92,3 +96,41 @@ class Scale(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "factor": self.factor}
+
+
+@keras.saving.register_keras_serializable(package="fcn")
+class LeanConv2D(keras.layers.Conv2D):
+    """Keras' ``Conv2D`` (same weights, config and results) with a lean backward pass.
+
+    * The convolution's gradients are those of :func:`fcn.conv_gradients.lean_conv2d`: no
+      temporaries the size of fc6's kernel, and under Eigen's CPU kernels no whole-layer im2col
+      matrix. Convolutions other than stride 1, undilated, ungrouped with an odd square kernel
+      run as Keras runs them.
+    * The bias is added by ``tf.nn.bias_add``, whose gradient needs nothing of the forward pass.
+      Keras adds it with a broadcasting ``add``, whose gradient reads the shape of the
+      convolution's output when a dimension is unknown (the batch, or the size of whole
+      images): that keeps every layer's pre-activation alive until the backward pass reaches
+      it, as much memory again as the activations themselves.
+
+    Example:
+        >>> layer = LeanConv2D(8, 3, padding="same", activation="relu")
+        >>> layer(np.zeros((1, 10, 10, 3), "float32")).shape
+        (1, 10, 10, 8)
+    """
+
+    def convolution_op(self, inputs, kernel):
+        k = self.kernel_size
+        if (
+            self.strides != (1, 1) or self.dilation_rate != (1, 1) or self.groups != 1
+            or k[0] != k[1] or k[0] % 2 == 0 or self.data_format != "channels_last"
+        ):  # fmt: skip
+            return super().convolution_op(inputs, kernel)
+        return lean_conv2d(inputs, tf.convert_to_tensor(kernel), self.padding)
+
+    def call(self, inputs):
+        if self.data_format != "channels_last":
+            return super().call(inputs)
+        outputs = self.convolution_op(inputs, self.kernel)
+        if self.use_bias:
+            outputs = tf.nn.bias_add(outputs, tf.cast(self.bias, outputs.dtype))
+        return outputs if self.activation is None else self.activation(outputs)

@@ -16,7 +16,7 @@ import keras
 
 from fcn.classes import NUM_CLASSES, default_class_names, read_class_names
 from fcn.initialize import Unwritten, restore_initializers, write_glorot
-from fcn.layers import BilinearUpsampling, CaffeCrop, Scale, ScoreCrop
+from fcn.layers import BilinearUpsampling, CaffeCrop, LeanConv2D, Scale, ScoreCrop
 from fcn.preprocessing import CaffePreprocess
 from fcn.vgg16 import VGG_BLOCKS, imagenet_weights_path, load_vgg16_weights
 
@@ -49,10 +49,11 @@ def _upscore(name: str, classes: int, kernel: int, stride: int, learnable: bool)
     )  # fmt: skip
 
 
-def _glorot_conv(name: str, filters: int, size: int, **kwargs) -> keras.layers.Conv2D:
+def _glorot_conv(name: str, filters: int, size: int, **kwargs) -> LeanConv2D:
     """A ReLU conv of the VGG body or fc6/fc7 whose kernel :func:`build_model` writes in place
-    (:mod:`fcn.initialize`): Keras' glorot-uniform default, without its full-size temporaries."""
-    return keras.layers.Conv2D(
+    (:mod:`fcn.initialize`): Keras' glorot-uniform default, without its full-size temporaries;
+    its gradients are lean too (:class:`~fcn.layers.LeanConv2D`)."""
+    return LeanConv2D(
         filters, size, activation="relu", kernel_initializer=Unwritten(), name=name, **kwargs
     )
 

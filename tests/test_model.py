@@ -49,7 +49,7 @@ def _delta_average_pool_clone(variant: str) -> keras.Model:
         build_model(variant, weights=None, width=TINY), clone_function=clone
     )
     for layer in model.layers:
-        if type(layer) is keras.layers.Conv2D:
+        if isinstance(layer, keras.layers.Conv2D):  # LeanConv2D too
             kh, kw, cin, cout = layer.kernel.shape
             kernel = np.zeros((kh, kw, cin, cout), np.float32)
             kernel[kh // 2, kw // 2] = 1.0 / cin

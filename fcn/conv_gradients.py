@@ -1,0 +1,157 @@
+"""Convolution gradients whose temporaries stay small: what makes an FCN training step lean.
+
+TensorFlow's own backward kernels for a convolution can cost several times their results. Measured
+on one 500x500 training image of the full FCN-8s (``benchmarks/README.md``, issue 12):
+
+* fc6 (a 7x7 convolution of 512 into 4096 channels, 392 MiB of kernel on a 22x22 map): its
+  kernel gradient needs another ~400 MiB of temporaries under both CPU kernel sets, and under
+  oneDNN its input gradient a reordered copy of the kernel (+392 MiB). Here both gradients are
+  single matrix products over the layer's patch matrix (:func:`patch_gradients`), which for fc6
+  is 25 MiB: no temporary the size of the kernel.
+* conv1_2 (3x3, 64 channels, 700x700 with the 100-pixel pad): Eigen (TensorFlow's CPU kernels
+  where oneDNN is off) builds the whole im2col matrix of the layer for each of its two backward
+  kernels, 1.1 GiB for a 120 MiB activation. Under Eigen the gradients here are computed in bands
+  of output rows (:func:`banded_gradients`), each band's matrix within :data:`BAND_BYTES`.
+  oneDNN's kernels stay within twice the activation, so they run as they are.
+
+The forward pass is TensorFlow's own convolution in every case; only the backward changes, and
+it computes the same sums (in another order: equal to float rounding).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from fcn.device import cpu_kernels
+
+BAND_BYTES = 32 * 2**20
+"""Bytes of im2col matrix per band of :func:`banded_gradients` (the input rows a band of output
+rows reads, times the kernel's height, width and input channels)."""
+
+
+def lean_conv2d(x: tf.Tensor, kernel: tf.Tensor, padding: str) -> tf.Tensor:
+    """``tf.nn.conv2d(x, kernel, 1, padding)`` whose gradients are lean (see the module).
+
+    Args:
+        x: (N, H, W, Cin) input.
+        kernel: (k, k, Cin, Cout) kernel, ``k`` odd.
+        padding: ``"same"`` or ``"valid"`` (either case).
+
+    Returns:
+        (N, OH, OW, Cout): ``H`` and ``W`` with ``same`` padding, ``H - k + 1``, ``W - k + 1``
+        with ``valid``.
+
+    Example:
+        >>> x, k = tf.random.normal((1, 9, 9, 4)), tf.random.normal((3, 3, 4, 5))
+        >>> with tf.GradientTape() as tape:
+        ...     tape.watch(k)
+        ...     y = lean_conv2d(x, k, "same")
+        >>> tape.gradient(y, k).shape
+        TensorShape([3, 3, 4, 5])
+    """
+    padding = padding.upper()
+    banded = _eigen_kernels()
+
+    @tf.custom_gradient
+    def conv(x, kernel):
+        def grad(dy):
+            if banded:
+                native = lambda: banded_gradients(x, kernel, dy, padding)  # noqa: E731
+            else:
+                native = lambda: _native_gradients(x, kernel, dy, padding)  # noqa: E731
+            if padding != "VALID" or kernel.shape[0] == 1:
+                return native()
+            positions = tf.reduce_prod(tf.shape(dy)[:3])
+            return tf.cond(  # the patch matrix is at most the kernel's size: use it
+                positions <= kernel.shape[-1], lambda: patch_gradients(x, kernel, dy), native
+            )
+
+        return tf.nn.conv2d(x, kernel, 1, padding), grad
+
+    return conv(x, kernel)
+
+
+def patch_gradients(x: tf.Tensor, kernel: tf.Tensor, dy: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """(dx, dkernel) of a stride-1 ``valid`` convolution from its patch matrix P (one row per
+    output position, ``k * k * Cin`` columns): ``dkernel = P^T dy`` and ``dP = dy kernel^T``,
+    scattered back onto ``x``'s pixels. Temporaries: P and dP, each ``N * OH * OW * k * k * Cin``
+    values; the kernel gradient is written once."""
+    kh, kw, cin, cout = kernel.shape
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        patches = tf.image.extract_patches(x, [1, kh, kw, 1], [1] * 4, [1] * 4, "VALID")
+    matrix = tf.reshape(patches, [-1, kh * kw * cin])
+    dy = tf.reshape(dy, [-1, cout])
+    dkernel = tf.reshape(tf.matmul(matrix, dy, transpose_a=True), kernel.shape)
+    dpatches = tf.matmul(dy, tf.reshape(kernel, [-1, cout]), transpose_b=True)
+    dx = tape.gradient(patches, x, output_gradients=tf.reshape(dpatches, tf.shape(patches)))
+    return dx, dkernel
+
+
+def banded_gradients(
+    x: tf.Tensor, kernel: tf.Tensor, dy: tf.Tensor, padding: str, band_bytes: int = BAND_BYTES
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """(dx, dkernel) of a stride-1 convolution (odd ``k x k`` kernel, ``"SAME"`` or ``"VALID"``),
+    computed in bands of rows whose im2col matrices hold at most ``band_bytes`` (at least one row
+    a band). dkernel sums the bands' kernel gradients (each band of output rows with the input
+    rows it reads, zero rows where the padding is); dx is written band by band of input rows, each
+    from the output rows that read it."""
+    kh, kw, cin, _ = kernel.shape
+    ph, pw = ((kh - 1) // 2, (kw - 1) // 2) if padding == "SAME" else (0, 0)
+    n, h, w = tf.shape(x)[0], tf.shape(x)[1], tf.shape(x)[2]
+    oh = tf.shape(dy)[1]
+    row_bytes = n * (w + 2 * pw) * kh * kw * cin * x.dtype.size
+    rows = tf.maximum(1, band_bytes // row_bytes)
+    strides = [1, 1, 1, 1]
+
+    def kernel_band(i, total):
+        r0 = i * rows
+        r1 = tf.minimum(r0 + rows, oh)
+        top, bottom = r0 - ph, r1 - ph + kh - 1  # the input rows [top, bottom) they read
+        band = x[:, tf.maximum(top, 0) : tf.minimum(bottom, h)]
+        zeros = [[0, 0], [tf.maximum(-top, 0), tf.maximum(bottom - h, 0)], [pw, pw], [0, 0]]
+        band = tf.pad(band, zeros)
+        return i + 1, total + tf.raw_ops.Conv2DBackpropFilter(
+            input=band, filter_sizes=tf.shape(kernel), out_backprop=dy[:, r0:r1],
+            strides=strides, padding="VALID",
+        )  # fmt: skip
+
+    bands = (oh + rows - 1) // rows
+    _, dkernel = tf.while_loop(
+        lambda i, _: i < bands, kernel_band, (tf.constant(0), tf.zeros_like(kernel))
+    )
+
+    def input_band(i, parts):
+        s0 = i * rows
+        s1 = tf.minimum(s0 + rows, h)
+        a = tf.maximum(s0 + ph - kh + 1, 0)  # the output rows [a, b) that read rows [s0, s1)
+        b = tf.minimum(s1 + ph, oh)
+        padded = tf.raw_ops.Conv2DBackpropInput(  # row t: padded input row a + t
+            input_sizes=tf.stack([n, b - a + kh - 1, w + 2 * pw, cin]), filter=kernel,
+            out_backprop=dy[:, a:b], strides=strides, padding="VALID",
+        )  # fmt: skip
+        band = padded[:, s0 + ph - a : s1 + ph - a, pw : pw + w]
+        return i + 1, parts.write(i, tf.transpose(band, [1, 0, 2, 3]))  # rows first, to concat
+
+    bands = (h + rows - 1) // rows
+    parts = tf.TensorArray(x.dtype, size=bands, infer_shape=False)
+    _, parts = tf.while_loop(lambda i, _: i < bands, input_band, (tf.constant(0), parts))
+    dx = tf.transpose(parts.concat(), [1, 0, 2, 3])
+    return tf.ensure_shape(dx, x.shape), dkernel
+
+
+def _native_gradients(x, kernel, dy, padding):
+    """TensorFlow's own backward kernels."""
+    strides = [1, 1, 1, 1]
+    dx = tf.raw_ops.Conv2DBackpropInput(
+        input_sizes=tf.shape(x), filter=kernel, out_backprop=dy, strides=strides, padding=padding
+    )
+    dkernel = tf.raw_ops.Conv2DBackpropFilter(
+        input=x, filter_sizes=tf.shape(kernel), out_backprop=dy, strides=strides, padding=padding
+    )
+    return dx, dkernel
+
+
+def _eigen_kernels() -> bool:
+    """Banded gradients pay where Eigen's CPU kernels run them (not on a GPU, not under oneDNN)."""
+    return cpu_kernels() == "Eigen" and not tf.config.list_logical_devices("GPU")
