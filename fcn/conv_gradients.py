@@ -55,15 +55,20 @@ def lean_conv2d(x: tf.Tensor, kernel: tf.Tensor, padding: str) -> tf.Tensor:
     @tf.custom_gradient
     def conv(x, kernel):
         def grad(dy):
-            if banded:
-                native = lambda: banded_gradients(x, kernel, dy, padding)  # noqa: E731
-            else:
-                native = lambda: _native_gradients(x, kernel, dy, padding)  # noqa: E731
-            if padding != "VALID" or kernel.shape[0] == 1:
-                return native()
+            def whole():
+                return _native_gradients(x, kernel, dy, padding)
+
+            def bands():
+                return banded_gradients(x, kernel, dy, padding)
+
+            if kernel.shape[0] == 1:  # a matrix product already, under every kernel set
+                return whole()
+            fallback = bands if banded else whole
+            if padding != "VALID":
+                return fallback()
             positions = tf.reduce_prod(tf.shape(dy)[:3])
             return tf.cond(  # the patch matrix is at most the kernel's size: use it
-                positions <= kernel.shape[-1], lambda: patch_gradients(x, kernel, dy), native
+                positions <= kernel.shape[-1], lambda: patch_gradients(x, kernel, dy), fallback
             )
 
         return tf.nn.conv2d(x, kernel, 1, padding), grad

@@ -88,6 +88,9 @@ class CaffeSGD(keras.optimizers.SGD):
         self.caffe_weight_decay = caffe_weight_decay
         self.bias_lr_mult = bias_lr_mult
         self.kernel_lr_mults = dict(kernel_lr_mults or {})
+        self.update_after: dict[str, tuple[str, ...]] = {}
+        """:func:`update_order` of the model: when set, each variable (by path) is updated as soon
+        as the gradients named here exist (on one replica; a scheduling hint, not config)."""
 
     def build(self, variables):
         super().build(variables)
@@ -96,6 +99,21 @@ class CaffeSGD(keras.optimizers.SGD):
             layer = v.path.split("/")[-2] if "/" in v.path else None
             kernel = self.kernel_lr_mults.get(layer, 1.0) if len(v.shape) > 1 else 1.0
             self._gradient_mults.append(self.bias_lr_mult if len(v.shape) == 1 else kernel)
+
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        """Keras' TensorFlow update of every variable, in :attr:`update_after`'s order: each
+        update waits for the gradients named there and for nothing else (Keras' own waits for
+        all of them, so every gradient is held to the end of the backward pass; fc6's alone is
+        392 MiB). Several replicas keep Keras' all-reduce and order."""
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        if not self.update_after or replicas > 1:
+            super()._backend_update_step(grads, trainable_variables, learning_rate)
+            return
+        by_path = {variable.path: grad for grad, variable in zip(grads, trainable_variables)}
+        for grad, variable in zip(grads, trainable_variables):
+            after = self.update_after.get(variable.path, ())
+            with tf.control_dependencies([by_path[path] for path in after if path in by_path]):
+                self.update_step(grad, variable.value, learning_rate)
 
     def update_step(self, gradient, variable, learning_rate):
         """One variable's step, in place where momentum is on (no full-size temporaries):
@@ -134,6 +152,52 @@ class CaffeSGD(keras.optimizers.SGD):
             "bias_lr_mult": self.bias_lr_mult,
             "kernel_lr_mults": self.kernel_lr_mults,
         }
+
+
+def update_order(model: keras.Model) -> dict[str, tuple[str, ...]]:
+    """For each trainable variable of ``model`` (by path), the variables whose gradients its
+    update must wait for (:attr:`CaffeSGD.update_after`): those of the nearest layers upstream
+    that have trainable weights (fc6's update waits for conv5_3's gradients, score_pool4's for
+    conv4_3's). Those gradients are computed from this layer's input gradient, so by then the
+    backward pass has read this layer's kernel for the last time: updated earlier, TensorFlow
+    would copy the kernel to keep the value being read (copy on write), and updated later, its
+    gradient would be held longer than needed.
+
+    Example:
+        >>> from fcn import build_model
+        >>> order = update_order(build_model("fcn8s", weights=None, width=1 / 16))
+        >>> order["fc6/kernel"], order["score_pool3/bias"], order["conv1_1/kernel"]
+        (('conv5_3/kernel', 'conv5_3/bias'), ('conv3_3/kernel', 'conv3_3/bias'), ())
+    """
+    layers = {layer["name"]: layer for layer in model.get_config()["layers"]}
+
+    def producers(node) -> list[str]:  # the layer names a serialised inbound node reads
+        if isinstance(node, dict):
+            history = node.get("config", {}).get("keras_history") if "config" in node else None
+            if history:
+                return [history[0]]
+            return [name for value in node.values() for name in producers(value)]
+        if isinstance(node, (list, tuple)):
+            return [name for value in node for name in producers(value)]
+        return []
+
+    def upstream(name: str, seen: set[str]) -> list[str]:
+        found = []
+        for parent in producers(layers[name]["inbound_nodes"]):
+            if parent not in seen:
+                seen.add(parent)
+                weights = model.get_layer(parent).trainable_weights
+                found += [parent] if weights else upstream(parent, seen)
+        return found
+
+    order = {}
+    for layer in model.layers:
+        after = tuple(
+            v.path for name in upstream(layer.name, set())
+            for v in model.get_layer(name).trainable_weights
+        )  # fmt: skip
+        order.update({variable.path: after for variable in layer.trainable_weights})
+    return order
 
 
 def skip_kernel_lr_mults(model: keras.Model) -> dict[str, float]:

@@ -26,7 +26,7 @@ from fcn.device import (
     training_memory_estimate,
 )
 from fcn.model import build_model
-from fcn.recipes import RECIPES, Recipe, segmentation_loss, skip_kernel_lr_mults
+from fcn.recipes import RECIPES, Recipe, segmentation_loss, skip_kernel_lr_mults, update_order
 
 
 @dataclass
@@ -126,6 +126,7 @@ def compile_for_training(
     optimizer = recipe.optimizer(total_batches, accumulate, mults)
     model.compile(optimizer=optimizer, loss=segmentation_loss())
     model.optimizer.build(model.trainable_variables)
+    optimizer.update_after = update_order(model)
     return model
 
 
@@ -232,6 +233,7 @@ def train(
         with strategy.scope():
             if state:
                 model = keras.models.load_model(run_dir / state["checkpoint"])
+                model.optimizer.update_after = update_order(model)
             else:
                 model = build_model(
                     variant, num_classes, weights, width=width, class_names=class_names
