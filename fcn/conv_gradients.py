@@ -81,6 +81,7 @@ def patch_gradients(x: tf.Tensor, kernel: tf.Tensor, dy: tf.Tensor) -> tuple[tf.
     output position, ``k * k * Cin`` columns): ``dkernel = P^T dy`` and ``dP = dy kernel^T``,
     scattered back onto ``x``'s pixels. Temporaries: P and dP, each ``N * OH * OW * k * k * Cin``
     values; the kernel gradient is written once."""
+    x, kernel, dy = (tf.convert_to_tensor(v) for v in (x, kernel, dy))
     kh, kw, cin, cout = kernel.shape
     with tf.GradientTape() as tape:
         tape.watch(x)
@@ -101,6 +102,7 @@ def banded_gradients(
     a band). dkernel sums the bands' kernel gradients (each band of output rows with the input
     rows it reads, zero rows where the padding is); dx is written band by band of input rows, each
     from the output rows that read it."""
+    x, kernel, dy = (tf.convert_to_tensor(v) for v in (x, kernel, dy))
     kh, kw, cin, _ = kernel.shape
     ph, pw = ((kh - 1) // 2, (kw - 1) // 2) if padding == "SAME" else (0, 0)
     n, h, w = tf.shape(x)[0], tf.shape(x)[1], tf.shape(x)[2]

@@ -100,12 +100,26 @@ def choose_strategy() -> tf.distribute.Strategy:
 
 
 def training_memory_estimate(model: keras.Model, crop_size: int, batch_size: int) -> int:
-    """Rough bytes of one training step: weights, gradients and momentum, plus every layer's
-    activation and its gradient for ``batch_size`` crops of ``crop_size`` pixels (4-byte floats)."""
+    """Rough bytes of one training step: weights, momentum and one weight-sized allowance for
+    the gradients in flight and the allocator's pool, plus 1.5x every layer's activation for
+    ``batch_size`` crops of ``crop_size`` pixels (4-byte floats): the activations the backward
+    pass keeps and half again for the gradients it is computing.
+
+    The 1.5 is measured: ``benchmarks/vs_pytorch.py --estimate`` (full FCN-8s, CPU RSS above
+    ``import fcn``, oneDNN) put the step at 1.27-1.46x the activations per added crop, and this
+    estimate within 0.88-1.05x of the measured peak at crops 320 and 500, batches 1, 2 and 4
+    (``benchmarks/README.md``).
+
+    Example:
+        >>> from fcn import build_model
+        >>> model = build_model("fcn8s", weights=None, width=1 / 16)
+        >>> training_memory_estimate(model, 320, 2) > training_memory_estimate(model, 320, 1)
+        True
+    """
     probe = keras.Model(model.input, [layer.output for layer in model.layers[1:]])
     specs = probe.compute_output_spec(keras.KerasTensor((1, crop_size, crop_size, 3)))
     activations = sum(int(np.prod(spec.shape[1:])) for spec in specs)
-    return 4 * (3 * model.count_params() + 2 * batch_size * activations)
+    return int(4 * (3 * model.count_params() + 1.5 * batch_size * activations))
 
 
 def _reset_peak_memory() -> None:
@@ -168,7 +182,8 @@ def find_batch_size(
 ) -> BatchSizeReport:
     """Find the largest training batch of ``crop_size`` crops that fits, by running real steps.
 
-    Each probe is a real step: forward, backward and an SGD-with-momentum update.
+    Each probe is a real step: forward, backward and the update of :class:`~fcn.recipes.CaffeSGD`
+    with momentum (in place, each variable as soon as its gradient is done).
 
     * On a GPU, batches 1, 2, 4, ... run until one fails, then the gap is bisected. A probe fails
       on ``ResourceExhaustedError`` or when the allocator's peak exceeds ``memory_limit`` (default:
@@ -179,7 +194,8 @@ def find_batch_size(
 
     The model's weights are restored afterwards.
     """
-    from fcn.recipes import segmentation_loss  # recipes -> model -> layers -> device: not at the top
+    # recipes -> model -> layers -> conv_gradients -> device: not at the top
+    from fcn.recipes import CaffeSGD, segmentation_loss, update_order
 
     if max_batch < 1:
         raise ValueError(f"max_batch must be at least 1, got {max_batch}")
@@ -188,8 +204,9 @@ def find_batch_size(
         memory_limit = int(0.8 * _available_host_memory())
     num_classes = model.output_shape[-1]
     saved = model.get_weights()
-    optimizer = keras.optimizers.SGD(1e-12, momentum=0.9)
+    optimizer = CaffeSGD(1e-12, momentum=0.9)  # training's update: in place, in update_order
     optimizer.build(model.trainable_variables)  # its momentum is not part of any one probe
+    optimizer.update_after = update_order(model)
     loss_fn = segmentation_loss()
     rng = np.random.default_rng(0)
     peaks: dict[int, int] = {}

@@ -330,8 +330,9 @@ growth"""),
 ## GPU memory
 
 On a GPU the limit is the card's memory, and the activations of a training step dominate it.
-`fcn.device.training_memory_estimate` adds up weights, gradients and momentum, and every
-layer's activation and its gradient for a batch of crops (float32). For the full-width FCN-8s:"""),
+`fcn.device.training_memory_estimate` adds up weights, momentum and the gradients in flight,
+and 1.5x every layer's activation for a batch of crops (float32; the 1.5 is measured on the CPU,
+`benchmarks/README.md`). For the full-width FCN-8s:"""),
     code("""\
 from fcn.device import training_memory_estimate
 

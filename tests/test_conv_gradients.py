@@ -1,0 +1,103 @@
+"""The lean convolution gradients equal TensorFlow's to float rounding, under both CPU kernel sets;
+kernels stay in their own buffers: reads share them and a training step updates them in place."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import fcn
+from fcn.conv_gradients import banded_gradients, lean_conv2d, patch_gradients
+from fcn.recipes import RECIPES
+from fcn.train import compile_for_training
+
+EPS = np.finfo(np.float32).eps
+
+# (N, H, W, Cin, Cout, k, padding, band bytes): one-row bands, bands of several rows, one band,
+# 7x7 valid (fc6's shape), a 1x1 map, a kernel as large as the image
+CASES = [
+    (1, 9, 10, 5, 7, 3, "SAME", 1),
+    (2, 13, 7, 4, 6, 3, "SAME", 3_000),
+    (2, 13, 7, 4, 6, 3, "VALID", 5_000),
+    (3, 17, 11, 3, 8, 3, "SAME", 10**9),
+    (1, 22, 22, 8, 16, 7, "VALID", 20_000),
+    (1, 5, 5, 3, 4, 5, "SAME", 1),
+    (1, 1, 1, 2, 3, 3, "SAME", 1),
+    (1, 7, 7, 2, 3, 7, "VALID", 1),
+]
+
+
+def _reference(x, kernel, dy, padding):
+    """float64 gradients and, elementwise, the same sums over absolute values (the scale of
+    each sum's rounding error)."""
+    def grads(x, kernel, dy):
+        x, kernel, dy = (tf.constant(v, tf.float64) for v in (x, kernel, dy))
+        with tf.GradientTape() as tape:
+            tape.watch([x, kernel])
+            y = tf.nn.conv2d(x, kernel, 1, padding)
+        return [g.numpy() for g in tape.gradient(y, [x, kernel], output_gradients=dy)]
+
+    return grads(x, kernel, dy), grads(np.abs(x), np.abs(kernel), np.abs(dy))
+
+
+def _assert_within_rounding(got, exact, scale, terms):
+    """float32 sums of ``terms`` products err by at most ~terms * eps of their absolute sum."""
+    bound = 2 * terms * EPS * scale + 1e-30
+    assert got.shape == exact.shape
+    assert np.all(np.abs(got - exact) <= bound), np.max(np.abs(got - exact) / bound)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_banded_and_patch_gradients_equal_the_exact_ones(case):
+    n, h, w, cin, cout, k, padding, band = case
+    rng = np.random.default_rng(sum(case[:6]))
+    x = rng.standard_normal((n, h, w, cin)).astype(np.float32)
+    kernel = rng.standard_normal((k, k, cin, cout)).astype(np.float32)
+    oh, ow = (h, w) if padding == "SAME" else (h - k + 1, w - k + 1)
+    dy = rng.standard_normal((n, oh, ow, cout)).astype(np.float32)
+    (dx, dk), (dx_scale, dk_scale) = _reference(x, kernel, dy, padding)
+
+    # eager, and traced with unknown sizes (whole images: the band count is a tensor)
+    spec = [tf.TensorSpec([None] * 4), tf.TensorSpec(kernel.shape), tf.TensorSpec([None] * 4)]
+    traced = tf.function(lambda *a: banded_gradients(*a, padding, band), input_signature=spec)
+    results = [banded_gradients(x, kernel, dy, padding, band), traced(x, kernel, dy)]
+    if padding == "VALID":
+        results.append(patch_gradients(x, kernel, dy))
+    with tf.GradientTape() as tape:  # whichever way this kernel set takes
+        tape.watch(inputs := [tf.constant(x), tf.constant(kernel)])
+        y = lean_conv2d(*inputs, padding.lower())
+    results.append(tape.gradient(y, inputs, output_gradients=tf.constant(dy)))
+    for got_dx, got_dk in results:
+        _assert_within_rounding(np.asarray(got_dx), dx, dx_scale, k * k * cout)
+        _assert_within_rounding(np.asarray(got_dk), dk, dk_scale, n * oh * ow)
+
+
+def _addresses(model: keras.Model) -> dict[str, int]:
+    """Where each kernel's buffer lives, as two reads of it see it (None if they differ)."""
+    out = {}
+    for variable in model.trainable_variables:
+        reads = [tf.convert_to_tensor(variable.value)._numpy().ctypes.data for _ in range(2)]
+        out[variable.path] = reads[0] if reads[0] == reads[1] else None
+    return out
+
+
+def test_kernels_are_read_without_copies_and_updated_in_place(tmp_path):
+    keras.utils.set_random_seed(0)
+    model = fcn.build_model("fcn8s", weights=None, width=1 / 16)
+    path = tmp_path / "m.keras"
+    model.save(path)
+    for built in (model, fcn.load_model(path)):
+        before = _addresses(built)
+        assert None not in before.values(), [k for k, v in before.items() if v is None]
+    compile_for_training(model, RECIPES["practical"], total_batches=10, pretrained=False)
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (2, 64, 64, 3), dtype=np.uint8)
+    labels = rng.integers(0, 21, (2, 64, 64), dtype=np.uint8)
+    before = _addresses(model)
+    kernel = model.get_layer("fc6").kernel.numpy()
+    for _ in range(2):
+        model.train_on_batch(images, labels)
+    assert not np.array_equal(model.get_layer("fc6").kernel.numpy(), kernel)  # it trained
+    assert _addresses(model) == before
