@@ -173,7 +173,8 @@ def update_order(model: keras.Model) -> dict[str, tuple[str, ...]]:
 
     def producers(node) -> list[str]:  # the layer names a serialised inbound node reads
         if isinstance(node, dict):
-            history = node.get("config", {}).get("keras_history") if "config" in node else None
+            config = node.get("config")
+            history = config.get("keras_history") if isinstance(config, dict) else None
             if history:
                 return [history[0]]
             return [name for value in node.values() for name in producers(value)]
