@@ -101,10 +101,15 @@ def banded_gradients(
     computed in bands of rows whose im2col matrices hold at most ``band_bytes`` (at least one row
     a band). dkernel sums the bands' kernel gradients (each band of output rows with the input
     rows it reads, zero rows where the padding is); dx is written band by band of input rows, each
-    from the output rows that read it."""
+    from the output rows that read it. Sizes known when traced that fit in one band take
+    TensorFlow's own kernels (no loops to trace)."""
     x, kernel, dy = (tf.convert_to_tensor(v) for v in (x, kernel, dy))
     kh, kw, cin, _ = kernel.shape
     ph, pw = ((kh - 1) // 2, (kw - 1) // 2) if padding == "SAME" else (0, 0)
+    if x.shape.is_fully_defined() and dy.shape.is_fully_defined():
+        whole = x.shape[0] * dy.shape[1] * (x.shape[2] + 2 * pw) * kh * kw * cin * x.dtype.size
+        if whole <= band_bytes:  # one band, known when traced: TensorFlow's own kernels
+            return _native_gradients(x, kernel, dy, padding)
     n, h, w = tf.shape(x)[0], tf.shape(x)[1], tf.shape(x)[2]
     oh = tf.shape(dy)[1]
     row_bytes = n * (w + 2 * pw) * kh * kw * cin * x.dtype.size
