@@ -109,12 +109,13 @@ class LeanConv2D(keras.layers.Conv2D):
     * The bias is added by ``tf.nn.bias_add``, whose gradient needs nothing of the forward pass.
       Keras adds it with a broadcasting ``add``, whose gradient reads the shape of the
       convolution's output when a dimension is unknown (the batch, or the size of whole
-      images): that keeps every layer's pre-activation alive until the backward pass reaches
-      it, as much memory again as the activations themselves.
+      images), which can keep pre-activations alive until the backward pass reaches them.
+      Measured on one 500x500 training step of the full FCN-8s (one run each): 200 MiB lower
+      peak under oneDNN, no difference under Eigen.
 
     Example:
         >>> layer = LeanConv2D(8, 3, padding="same", activation="relu")
-        >>> layer(np.zeros((1, 10, 10, 3), "float32")).shape
+        >>> tuple(layer(np.zeros((1, 10, 10, 3), "float32")).shape)
         (1, 10, 10, 8)
     """
 
