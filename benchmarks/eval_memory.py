@@ -7,8 +7,8 @@ grows with the number of images). Every (evaluator, size) runs in a fresh subpro
 
 Part 2 (one huge image): a 4000x3000 image and its label map through the full-size FCN-8s
 (weights=None), each ``--big`` run in a fresh process: ``fcn.evaluate`` with its default budget
-(the image streams through whole, :mod:`fcn.forward`), ``fcn.evaluate`` with 2,000,000-pixel
-tiles, and Keras' own forward pass of the whole image.
+(the image streams through whole, :mod:`fcn.inference.streamed`), ``fcn.evaluate`` with
+2,000,000-pixel tiles, and Keras' own forward pass of the whole image.
 
 Peak RSS is the kernel's VmHWM, reset (``/proc/self/clear_refs``) after the model is built, so
 it covers evaluation only: the model's resting footprint is in it, building it is not.
@@ -57,8 +57,8 @@ def random_model(width: float):
 def naive_evaluate(model, dataset) -> float:
     """The keep-everything way (pytorch-fcn): every label and int64 prediction kept, then
     score.py's histogram over all of them. Returns mean IoU."""
-    from fcn.forward import compiled_forward
-    from fcn.metrics import scores
+    from fcn.inference.streamed import compiled_forward
+    from fcn.metrics import ConfusionMatrix
 
     forward = compiled_forward(model)
     labels, predictions = [], []
@@ -70,12 +70,12 @@ def naive_evaluate(model, dataset) -> float:
         keep = label < NUM_CLASSES
         index = NUM_CLASSES * label[keep].astype(int) + prediction[keep]
         hist += np.bincount(index, minlength=NUM_CLASSES**2).reshape(hist.shape)
-    return scores(hist).mean_iou
+    return ConfusionMatrix(hist).scores().mean_iou
 
 
 def scaling_worker(method: str, root: str, count: int) -> dict:
     from fcn.data import eval_dataset, voc_pairs
-    from fcn.evaluate import evaluate
+    from fcn.inference.evaluate import evaluate
 
     model = random_model(WIDTH)
     ids = (Path(root) / "ImageSets/Segmentation/val.txt").read_text().split()[:count]
@@ -101,10 +101,11 @@ def big_worker(method: str, max_pixels: int) -> dict:
     """
     import tensorflow as tf
 
-    from fcn.evaluate import evaluate
-    from fcn.forward import default_max_pixels
-    from fcn.metrics import confusion_counts, scores
-    from fcn.tiling import plan_tiles
+    from fcn.inference.budget import Budget
+    from fcn.inference.evaluate import evaluate
+    from fcn.inference.streamed import streams
+    from fcn.inference.tiling import plan_tiles
+    from fcn.metrics import ConfusionMatrix
 
     height, width = 3000, 4000
     rng = np.random.default_rng(0)
@@ -112,7 +113,7 @@ def big_worker(method: str, max_pixels: int) -> dict:
     image = np.asarray(coarse.resize((width, height), Image.BILINEAR))
     label = rng.integers(0, NUM_CLASSES, (height, width)).astype(np.uint8)
     model = random_model(1.0)
-    max_pixels = max_pixels or default_max_pixels(model)
+    max_pixels = Budget.default(streams(model), max_pixels or None).max_pixels
     rest = rss_mib()["VmRSS"]
     reset_peak()
     start = time.perf_counter()
@@ -122,7 +123,8 @@ def big_worker(method: str, max_pixels: int) -> dict:
     else:
         forward = tf.function(lambda x: model(x, training=False))
         logits = forward(tf.constant(image[None], tf.float32))
-        mean_iou = scores(confusion_counts(label[None], logits, NUM_CLASSES).numpy()).mean_iou
+        counts = ConfusionMatrix.count_logits(label[None], logits, NUM_CLASSES).numpy()
+        mean_iou = ConfusionMatrix(counts).scores().mean_iou
         passes = 1
     return {"method": method, "max_pixels": max_pixels, "passes": passes, "rest_mib": rest,
             "peak_mib": rss_mib()["VmHWM"], "seconds": time.perf_counter() - start,

@@ -9,7 +9,7 @@ build. Cells:
 * ``build``: the model with fresh weights (fcn: ``build_model("fcn8s", weights=None)``);
   fcn also from a VGG16 weights file (``--vgg16``, the shared real notop file by default) and
   ``fcn.load_model`` of a saved ``.keras`` FCN-8s.
-* ``forward 500x500 b1``: fcn through :func:`fcn.forward.compiled_forward` (the path
+* ``forward 500x500 b1``: fcn through :func:`fcn.inference.streamed.compiled_forward` (the path
   ``fcn.evaluate``/``fcn.predict`` take: streamed); torch ``model.eval()`` under
   ``torch.inference_mode``.
 * ``train 500x500 b1`` and ``train 320x320 b4``: one SGD step with momentum 0.9 and weight decay
@@ -136,7 +136,7 @@ def fcn_cell(kind: str, size: int, batch: int, repeats: int, source: str) -> dic
     start = time.perf_counter()
     import fcn
     from fcn.device import training_memory_estimate
-    from fcn.forward import compiled_forward
+    from fcn.inference.streamed import compiled_forward
     from fcn.recipes import RECIPES
     from fcn.train import compile_for_training
 

@@ -1,21 +1,30 @@
-"""fcn: FCN-8s/16s/32s semantic segmentation for TensorFlow/Keras 3 that stays inside its memory."""
+"""fcn: FCN-8s/16s/32s semantic segmentation for TensorFlow/Keras 3 that stays inside its memory.
+
+The package, by wing: the model (:mod:`fcn.model`, its layers, VGG16 weights, in-place
+initialisation, lean gradients), data (:mod:`fcn.data`), training (:mod:`fcn.train`,
+:mod:`fcn.recipes`, :mod:`fcn.checkpoint`, :mod:`fcn.device`), inference
+(:mod:`fcn.inference`: streamed forward pass, tiles, budgets, model files, evaluate, predict),
+and scores and pictures (:mod:`fcn.metrics`, :mod:`fcn.results`, :mod:`fcn.plots`). Importing
+it changes no global TensorFlow setting: :func:`enable_memory_growth` runs when a model is
+built, loaded or trained (see its docstring).
+"""
 
 __version__ = "0.1.0"
 
 from fcn import data
 from fcn.classes import IGNORE_LABEL, NUM_CLASSES, VOC_CLASSES
 from fcn.device import OutOfMemoryError, enable_memory_growth, find_batch_size
-from fcn.evaluate import EvaluationCallback, evaluate
-from fcn.metrics import MeanIoU
+from fcn.inference.evaluate import EvaluationCallback, evaluate
+from fcn.inference.model_files import load_model
+from fcn.inference.predict import predict, predict_files
+from fcn.metrics import ConfusionMatrix, MeanIoU
 from fcn.model import CROP_OFFSETS, VARIANTS, build_model, transfer_weights
-from fcn.predict import load_model, predict, predict_files
 from fcn.results import EvaluationResult
 from fcn.train import TrainResult, train
 
-enable_memory_growth()  # before anything touches a GPU: no process takes a whole card
-
 __all__ = [
     "CROP_OFFSETS",
+    "ConfusionMatrix",
     "EvaluationCallback",
     "EvaluationResult",
     "MeanIoU",
@@ -28,6 +37,7 @@ __all__ = [
     "__version__",
     "build_model",
     "data",
+    "enable_memory_growth",
     "evaluate",
     "find_batch_size",
     "load_model",

@@ -12,6 +12,10 @@ import sys
 from pathlib import Path
 
 import fcn
+from fcn.inference.budget import STREAMED_MAX_PIXELS
+from fcn.inference.model_files import DEFAULT_MODEL_FILE
+
+_MAX_PIXELS = f"{STREAMED_MAX_PIXELS:,} px"
 
 USER_ERRORS = (OSError, ValueError, NotImplementedError, RuntimeError)
 """What a command can raise because of its input or environment (DataError is a ValueError,
@@ -55,14 +59,14 @@ def _cmd_predict(args) -> int:
     from PIL import Image
 
     from fcn import data, plots
-    from fcn.predict import list_images, read_rgb
+    from fcn.inference.predict import list_images
 
     paths = [p for arg in args.images for p in (list_images(arg) if os.path.isdir(arg) else [arg])]
     model = fcn.load_model(args.model)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for path in map(Path, paths):
-        image = read_rgb(path)
+        image = data.read_image(path)
         labels = fcn.predict(image, model, max_pixels=args.max_pixels)
         data.write_label(out / f"{path.stem}.png", labels)
         Image.fromarray(plots.overlay(image, labels)).save(out / f"{path.stem}_overlay.png")
@@ -185,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-pixels",
         type=int,
-        help="pixels per forward pass (default: whole photos up to 25M px for an FCN)",
+        help=f"pixels per forward pass (default: whole photos up to {_MAX_PIXELS} for an FCN)",
     )
     p.add_argument("--json", help="write the full result as JSON here")
     p.add_argument("--plot", help="write the confusion matrix as PNG here")
@@ -193,9 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("predict", _cmd_predict, "write label PNGs (VOC palette) and overlays")
     p.add_argument("images", nargs="+", help="image files or folders")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--model", help=".keras model (default: weights/fcn8s-voc.keras)")
+    p.add_argument("--model", help=f".keras model (default: {DEFAULT_MODEL_FILE}, see README)")
     p.add_argument(
-        "--max-pixels", type=int, help="larger images are tiled (default: 25M px for an FCN)"
+        "--max-pixels", type=int, help=f"larger images are tiled (default: {_MAX_PIXELS})"
     )
 
     p = command("find-batch-size", _cmd_find_batch_size, "probe the largest batch that fits")

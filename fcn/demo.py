@@ -16,9 +16,10 @@ from pathlib import Path
 import keras
 
 from fcn import data, plots
-from fcn.evaluate import evaluate
+from fcn.inference.evaluate import evaluate
+from fcn.inference.model_files import load_model
+from fcn.inference.predict import predict_files
 from fcn.model import class_names
-from fcn.predict import load_model, predict_files
 from fcn.train import train
 
 HONEST_NOTE = """\

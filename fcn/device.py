@@ -1,7 +1,9 @@
 """Devices and memory: GPU memory growth, the distribution strategy, batch-size probing, OOM.
 
-TensorFlow grabs (nearly) all of every GPU's memory the first time it touches it. ``import fcn``
-turns on memory growth first (:func:`enable_memory_growth`), so a process only holds what it uses.
+TensorFlow grabs (nearly) all of every GPU's memory the first time it touches it.
+:func:`enable_memory_growth` turns on memory growth instead, so a process only holds what it
+uses; ``fcn.build_model``, ``fcn.load_model``, ``fcn.train`` and the ``fcn`` command call it
+before they touch a device (``import fcn`` itself changes nothing).
 """
 
 from __future__ import annotations
@@ -22,14 +24,25 @@ class OutOfMemoryError(RuntimeError):
 
 
 def enable_memory_growth() -> None:
-    """Let every visible GPU allocate on demand instead of all at once (no-op without GPUs)."""
+    """Let every visible GPU allocate on demand instead of all at once (no-op without GPUs, and
+    for a GPU whose growth is on already).
+
+    Called by :func:`fcn.build_model`, :func:`fcn.load_model`, :func:`fcn.train` and the
+    command line; call it yourself first in a program that touches a GPU before any of those
+    (a GPU already initialised cannot change: a warning says so).
+
+    Example:
+        >>> enable_memory_growth()  # nothing to do on a CPU-only machine
+    """
     for gpu in tf.config.list_physical_devices("GPU"):
         try:
-            tf.config.experimental.set_memory_growth(gpu, True)
+            if not tf.config.experimental.get_memory_growth(gpu):
+                tf.config.experimental.set_memory_growth(gpu, True)
         except RuntimeError:  # the GPU is already initialised: too late, say so
             warnings.warn(
-                f"{gpu.name} was initialised before fcn was imported: memory growth is off. "
-                "Import fcn first or set TF_FORCE_GPU_ALLOW_GROWTH=true.",
+                f"{gpu.name} was initialised before fcn configured it: memory growth is off. "
+                "Call fcn.enable_memory_growth() before anything touches a GPU, or set "
+                "TF_FORCE_GPU_ALLOW_GROWTH=true.",
                 stacklevel=2,
             )
 

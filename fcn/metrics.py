@@ -1,12 +1,8 @@
-"""The four FCN scores, exactly as the reference ``score.py``, from an int64 confusion matrix.
-
-``confusion[i, j]`` counts pixels of ground-truth class ``i`` predicted as ``j``. Labels outside
-``0 .. num_classes - 1`` (255, void, among them) are not counted, as in ``fast_hist``.
-"""
+"""The four FCN scores, exactly as the reference ``score.py``, from one exact confusion matrix
+type (:class:`ConfusionMatrix`), and the Keras metric built on it (:class:`MeanIoU`)."""
 
 from __future__ import annotations
 
-import warnings
 from typing import NamedTuple
 
 import keras
@@ -17,56 +13,122 @@ from fcn.classes import NUM_CLASSES
 
 
 class Scores(NamedTuple):
-    """Pixel accuracy, mean class accuracy, mean IoU, frequency-weighted IoU, per-class IoU."""
+    """The scores of one confusion matrix: floats (:meth:`ConfusionMatrix.scores`) or float64
+    tensors (:meth:`ConfusionMatrix.score_tensors`).
+
+    Attributes:
+        pixel_accuracy: correct / labelled pixels (``score.py``'s ``acc``).
+        mean_accuracy: mean over labelled classes of their recall (``acc_cls``).
+        mean_iou: mean IoU over the classes labelled or predicted (``mean_iu``).
+        fw_iou: IoU weighted by each class's share of labelled pixels (``fwavacc``).
+        iou: (C,) IoU per class (``iu``); NaN for a class neither labelled nor predicted.
+        class_accuracy: (C,) recall per class, diag / row sum; NaN for a class never labelled.
+    """
 
     pixel_accuracy: float
     mean_accuracy: float
     mean_iou: float
     fw_iou: float
     iou: np.ndarray
+    class_accuracy: np.ndarray
 
 
-def scores(confusion: np.ndarray) -> Scores:
-    """``score.py``'s ``acc, acc_cls, mean_iu, fwavacc`` and ``iu`` of a (C, C) confusion matrix.
+class ConfusionMatrix:
+    """An exact int64 (C, C) confusion matrix and its scores: the one place both are computed.
 
-    A class with neither labels nor predictions has IoU NaN and is left out of the means; a class
-    predicted but never labelled has IoU 0 and counts.
+    ``counts[i, j]`` counts pixels of ground-truth class ``i`` predicted as ``j``. Labels
+    outside ``0 .. C - 1`` (255, void, among them) are not counted, as in ``score.py``'s
+    ``fast_hist``. The counting (:meth:`count`) and the scores (:meth:`score_tensors`) are
+    TensorFlow ops, so :class:`MeanIoU` runs them inside a training graph; an instance holds
+    NumPy counts for evaluation, results and plots.
+
+    Example:
+        >>> matrix = ConfusionMatrix(3).update([0, 1, 2, 255], [0, 1, 1, 0])
+        >>> matrix.counts.sum(), round(matrix.scores().mean_iou, 4)
+        (np.int64(3), 0.6667)
+        >>> (matrix + matrix).counts[1, 1]
+        np.int64(2)
     """
-    hist = np.asarray(confusion, dtype=np.int64)
-    diag = np.diag(hist)
-    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # nanmean of all-NaN: no labelled pixel
-        acc = diag.sum() / hist.sum()
-        acc_cls = np.nanmean(diag / hist.sum(1))
-        iu = diag / (hist.sum(1) + hist.sum(0) - diag)
-        mean_iu = np.nanmean(iu)
-        freq = hist.sum(1) / hist.sum()
-    fwavacc = (freq[freq > 0] * iu[freq > 0]).sum()
-    return Scores(float(acc), float(acc_cls), float(mean_iu), float(fwavacc), iu)
 
+    def __init__(self, counts: int | np.ndarray):
+        """``counts``: a class count C (an empty matrix) or existing (C, C) counts (copied)."""
+        if isinstance(counts, (int, np.integer)):
+            counts = np.zeros((counts, counts), np.int64)
+        self.counts = np.array(counts, np.int64)
+        if self.counts.ndim != 2 or self.counts.shape[0] != self.counts.shape[1]:
+            raise ValueError(f"a confusion matrix is (C, C), got {self.counts.shape}")
 
-def confusion_matrix(labels, predictions, num_classes: int) -> tf.Tensor:
-    """Confusion matrix of one batch of class indices, on the device: int64 (C, C).
+    @property
+    def num_classes(self) -> int:
+        return self.counts.shape[0]
 
-    Args:
-        labels: ground-truth class indices, any shape (e.g. (N, H, W) uint8); values outside
-            ``0 .. num_classes - 1`` are ignored.
-        predictions: predicted class indices, the same number of elements.
-    """
-    labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
-    predictions = tf.reshape(tf.cast(predictions, tf.int32), [-1])
-    valid = (labels >= 0) & (labels < num_classes)
-    size = num_classes * num_classes
-    # Unscored pixels count in one extra bin, dropped after: no mask, no empty tensor.
-    index = tf.where(valid, labels * num_classes + predictions, size)
-    counts = tf.math.bincount(index, minlength=size + 1, maxlength=size + 1, dtype=tf.int64)
-    return tf.reshape(counts[:size], (num_classes, num_classes))
+    def update(self, labels, predictions) -> ConfusionMatrix:
+        """Add the pixels of ``labels`` and ``predictions`` (class indices, the same number of
+        elements, any shape); returns self."""
+        self.counts += self.count(labels, predictions, self.num_classes).numpy()
+        return self
 
+    def __add__(self, other: ConfusionMatrix) -> ConfusionMatrix:
+        """The merged counts of two matrices (e.g. of two shards of a data set)."""
+        if other.num_classes != self.num_classes:
+            raise ValueError(f"cannot merge {self.num_classes} and {other.num_classes} classes")
+        return ConfusionMatrix(self.counts + other.counts)
 
-def confusion_counts(labels, logits, num_classes: int) -> tf.Tensor:
-    """:func:`confusion_matrix` of ``labels`` and the argmax of ``logits`` (..., C), on the
-    device, so that only the prediction leaves the logits."""
-    return confusion_matrix(labels, tf.argmax(logits, axis=-1, output_type=tf.int32), num_classes)
+    def scores(self) -> Scores:
+        """:meth:`score_tensors` as Python floats and NumPy arrays."""
+        found = self.score_tensors(self.counts)
+        return Scores(*(float(v) for v in found[:4]), *(v.numpy() for v in found[4:]))
+
+    @staticmethod
+    def count(labels, predictions, num_classes: int) -> tf.Tensor:
+        """Confusion counts of one batch of class indices, on the device: int64 (C, C).
+
+        Args:
+            labels: ground-truth class indices, any shape (e.g. (N, H, W) uint8); values
+                outside ``0 .. num_classes - 1`` are ignored.
+            predictions: predicted class indices, the same number of elements.
+        """
+        labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
+        predictions = tf.reshape(tf.cast(predictions, tf.int32), [-1])
+        valid = (labels >= 0) & (labels < num_classes)
+        size = num_classes * num_classes
+        # Unscored pixels count in one extra bin, dropped after: no mask, no empty tensor.
+        index = tf.where(valid, labels * num_classes + predictions, size)
+        counts = tf.math.bincount(index, minlength=size + 1, maxlength=size + 1, dtype=tf.int64)
+        return tf.reshape(counts[:size], (num_classes, num_classes))
+
+    @staticmethod
+    def count_logits(labels, logits, num_classes: int) -> tf.Tensor:
+        """:meth:`count` of ``labels`` and the argmax of ``logits`` (..., C), on the device, so
+        that only the prediction leaves the logits."""
+        predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        return ConfusionMatrix.count(labels, predicted, num_classes)
+
+    @staticmethod
+    def score_tensors(counts) -> Scores:
+        """``score.py``'s ``acc, acc_cls, mean_iu, fwavacc`` and ``iu`` of (C, C) counts, as
+        float64 tensors (also inside a graph).
+
+        A class with neither labels nor predictions has IoU NaN and is left out of the means;
+        a class predicted but never labelled has IoU 0 and counts. With no labelled pixel at
+        all, every score but ``fw_iou`` (0) is NaN.
+        """
+        hist = tf.cast(counts, tf.float64)
+        diag = tf.linalg.diag_part(hist)
+        labelled, predicted = tf.reduce_sum(hist, 1), tf.reduce_sum(hist, 0)
+        recall = diag / labelled  # 0 / 0 = NaN: never labelled
+        iou = diag / (labelled + predicted - diag)  # NaN: neither labelled nor predicted
+
+        def nanmean(values):
+            known = ~tf.math.is_nan(values)
+            return tf.reduce_sum(tf.where(known, values, 0.0)) / tf.reduce_sum(
+                tf.cast(known, tf.float64)
+            )
+
+        freq = labelled / tf.reduce_sum(hist)
+        fw_iou = tf.reduce_sum(tf.where(freq > 0, freq * iou, 0.0))
+        accuracy = tf.reduce_sum(diag) / tf.reduce_sum(hist)
+        return Scores(accuracy, nanmean(recall), nanmean(iou), fw_iou, iou, recall)
 
 
 @keras.saving.register_keras_serializable(package="fcn")
@@ -90,16 +152,11 @@ class MeanIoU(keras.metrics.Metric):
     def update_state(self, y_true, y_pred, sample_weight=None):
         if sample_weight is not None:
             raise ValueError("MeanIoU counts pixels; use the ignore label instead of weights")
-        self.confusion.assign_add(confusion_counts(y_true, y_pred, self.num_classes))
+        counts = ConfusionMatrix.count_logits(y_true, y_pred, self.num_classes)
+        self.confusion.assign_add(counts)
 
     def result(self):
-        hist = tf.cast(self.confusion, tf.float64)
-        diag = tf.linalg.diag_part(hist)
-        union = tf.reduce_sum(hist, 0) + tf.reduce_sum(hist, 1) - diag
-        present = tf.cast(union > 0, tf.float64)
-        iou = diag / tf.maximum(union, 1.0) * present
-        # 0 / 0 = NaN when nothing is labelled or predicted, as score.py's nanmean
-        return tf.cast(tf.reduce_sum(iou) / tf.reduce_sum(present), tf.float32)
+        return tf.cast(ConfusionMatrix.score_tensors(self.confusion).mean_iou, tf.float32)
 
     def reset_state(self):
         self.confusion.assign(tf.zeros_like(self.confusion))

@@ -10,15 +10,24 @@ any input size.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import keras
 
 from fcn.classes import NUM_CLASSES, default_class_names, read_class_names
+from fcn.device import enable_memory_growth
 from fcn.initialize import Unwritten, restore_initializers, write_glorot
 from fcn.layers import BilinearUpsampling, CaffeCrop, LeanConv2D, Scale, ScoreCrop
 from fcn.preprocessing import CaffePreprocess
-from fcn.vgg16 import VGG_BLOCKS, imagenet_weights_path, load_vgg16_weights
+from fcn.vgg16 import (
+    VGG_BLOCKS,
+    body_layer_names,
+    conv_name,
+    imagenet_weights_path,
+    load_vgg16_weights,
+    pool_name,
+)
 
 VARIANTS: tuple[str, ...] = ("fcn32s", "fcn16s", "fcn8s", "fcn8s_atonce")
 
@@ -37,9 +46,96 @@ ATONCE_SCALES = {"pool4": 0.01, "pool3": 0.0001}
 """Fixed scaling of the skip features in the all-at-once FCN-8s."""
 
 
+PREPROCESS_LAYER = "preprocess"
+"""The first layer: :class:`~fcn.preprocessing.CaffePreprocess` (RGB 0..255 to Caffe's input)."""
+
+PAD_LAYER = "pad"
+"""The :data:`INPUT_PAD` zero padding in front of conv1_1."""
+
+HEAD_LAYERS: tuple[str, ...] = ("fc6", "drop6", "fc7", "drop7", "score_fr")
+"""The layers after pool5, in order: the convolutionalised fully connected layers and the
+coarse scores."""
+
+SKIP_POOLS: dict[str, tuple[int, ...]] = {
+    "fcn32s": (), "fcn16s": (4,), "fcn8s": (4, 3), "fcn8s_atonce": (4, 3),
+}  # fmt: skip
+"""The VGG blocks whose pools feed a skip branch, in fusion order, per variant."""
+
+UPSAMPLERS: dict[str, str] = {
+    "fcn32s": "upscore", "fcn16s": "upscore16", "fcn8s": "upscore8", "fcn8s_atonce": "upscore8",
+}  # fmt: skip
+"""The last (transposed-convolution) upsampler of each variant, before the final crop."""
+
+SCORE_LAYER = "score"
+"""The last layer: the class scores on the input's grid (a :class:`~fcn.layers.ScoreCrop`
+holding the class names)."""
+
+
 def skip_layer_names(pool: str) -> tuple[str, str]:
     """(the at-once scaling, the score layer) of the skip branch off ``pool`` ("pool4")."""
     return f"scale_{pool}", f"score_{pool}"
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Which layers of a :func:`build_model` FCN form what, by name: the contract that
+    :mod:`fcn.inference.streamed` (and anything else that walks the graph) reads instead of
+    guessing from names.
+
+    Attributes:
+        variant: one of :data:`VARIANTS`.
+        chain: the layers from the padded input to the coarse scores, in order (conv1_1 ..
+            pool5, then :data:`HEAD_LAYERS`); each consumes the one before.
+        branches: chain layer -> the per-pixel layers (the at-once scaling, the skip score)
+            that run on its output, in order.
+        upsampler: the last transposed convolution, whose output :attr:`crop` cuts onto the
+            input grid at ``CROP_OFFSETS[variant]["score"]``.
+        preprocess, pad, crop: the first layer, the padding in front of conv1_1, the last
+            layer.
+
+    Example:
+        >>> t = topology("fcn16s")
+        >>> t.chain[0], t.chain[-1], t.branches, t.upsampler
+        ('conv1_1', 'score_fr', {'pool4': ('score_pool4',)}, 'upscore16')
+    """
+
+    variant: str
+    chain: tuple[str, ...]
+    branches: Mapping[str, tuple[str, ...]]
+    upsampler: str
+    preprocess: str = PREPROCESS_LAYER
+    pad: str = PAD_LAYER
+    crop: str = SCORE_LAYER
+
+    def layer_names(self) -> set[str]:
+        """Every layer the topology names."""
+        branched = {name for path in self.branches.values() for name in path}
+        return {*self.chain, *branched, self.upsampler, self.preprocess, self.pad, self.crop}
+
+
+def topology(variant: str) -> Topology:
+    """The :class:`Topology` of ``variant`` as :func:`build_model` builds it."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+    branches = {}
+    for block in sorted(SKIP_POOLS[variant]):
+        scale, score = skip_layer_names(pool_name(block))
+        branches[pool_name(block)] = (scale, score) if variant == "fcn8s_atonce" else (score,)
+    return Topology(variant, (*body_layer_names(), *HEAD_LAYERS), branches, UPSAMPLERS[variant])
+
+
+def topology_of(model: keras.Model) -> Topology | None:
+    """The :class:`Topology` whose layers ``model`` has (the richest, if several match), or
+    None for a model that is not an FCN of :func:`build_model` by its layer names. Whether
+    its graph really has that shape is for the reader to check (the names are the contract).
+
+    Example:
+        >>> topology_of(build_model("fcn8s_atonce", weights=None, width=1 / 16)).variant
+        'fcn8s_atonce'
+    """
+    names = {layer.name for layer in model.layers}
+    matches = [topology(v) for v in VARIANTS if topology(v).layer_names() <= names]
+    return max(matches, key=lambda t: len(t.layer_names()), default=None)
 
 
 def _upscore(name: str, classes: int, kernel: int, stride: int, learnable: bool):
@@ -60,11 +156,6 @@ def _glorot_conv(name: str, filters: int, size: int, **kwargs) -> LeanConv2D:
 
 def _score(name: str, classes: int):
     return keras.layers.Conv2D(classes, 1, kernel_initializer="zeros", name=name)
-
-
-SCORE_LAYER = "score"
-"""The last layer: the class scores on the input's grid (a :class:`~fcn.layers.ScoreCrop`
-holding the class names)."""
 
 
 def class_names(model: keras.Model) -> tuple[str, ...]:
@@ -113,10 +204,19 @@ def build_model(
 
     Returns:
         A model from RGB images (N, H, W, 3), uint8 or float in 0..255, of any H and W, to
-        float32 logits (N, H, W, num_classes) on the same pixel grid.
+        float32 logits (N, H, W, num_classes) on the same pixel grid. Its layers are those of
+        :func:`topology` (``variant``). GPU memory growth is turned on first
+        (:func:`fcn.device.enable_memory_growth`).
+
+    Example:
+        >>> import numpy as np
+        >>> model = build_model("fcn8s", weights=None, width=1 / 16)
+        >>> model(np.zeros((1, 37, 53, 3), np.uint8)).shape
+        TensorShape([1, 37, 53, 21])
     """
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+    enable_memory_growth()
     names = read_class_names(class_names) if class_names is not None else None
     if num_classes is None:
         num_classes = len(names) if names else NUM_CLASSES
@@ -130,41 +230,38 @@ def build_model(
         return max(1, int(round(n * width)))
 
     image = keras.Input((None, None, 3), name="image")
-    x = CaffePreprocess(name="preprocess")(image)
-    x = keras.layers.ZeroPadding2D(INPUT_PAD, name="pad")(x)
+    x = CaffePreprocess(name=PREPROCESS_LAYER)(image)
+    x = keras.layers.ZeroPadding2D(INPUT_PAD, name=PAD_LAYER)(x)
     pools = {}
     for block, (convs, filters) in enumerate(VGG_BLOCKS, 1):
         for i in range(1, convs + 1):
             padding = "valid" if (block, i) == (1, 1) else "same"
-            x = _glorot_conv(f"conv{block}_{i}", channels(filters), 3, padding=padding)(x)
-        x = keras.layers.MaxPooling2D(2, 2, padding="same", name=f"pool{block}")(x)
+            x = _glorot_conv(conv_name(block, i), channels(filters), 3, padding=padding)(x)
+        x = keras.layers.MaxPooling2D(2, 2, padding="same", name=pool_name(block))(x)
         pools[block] = x
-    x = _glorot_conv("fc6", channels(4096), 7)(x)
-    x = keras.layers.Dropout(dropout, name="drop6")(x)
-    x = _glorot_conv("fc7", channels(4096), 1)(x)
-    x = keras.layers.Dropout(dropout, name="drop7")(x)
-    x = _score("score_fr", num_classes)(x)
+    fc6, drop6, fc7, drop7, score_fr = HEAD_LAYERS
+    x = _glorot_conv(fc6, channels(4096), 7)(x)
+    x = keras.layers.Dropout(dropout, name=drop6)(x)
+    x = _glorot_conv(fc7, channels(4096), 1)(x)
+    x = keras.layers.Dropout(dropout, name=drop7)(x)
+    x = _score(score_fr, num_classes)(x)
 
     def fuse(x, pool: int):
         """2x upsample ``x`` and add the cropped scores of ``pool<pool>``."""
         up_name = "upscore2" if pool == 4 else "upscore_pool4"
         x = _upscore(up_name, num_classes, 4, 2, learnable_upsampling)(x)
         skip = pools[pool]
-        scale_name, score_name = skip_layer_names(f"pool{pool}")
+        scale_name, score_name = skip_layer_names(pool_name(pool))
         if variant == "fcn8s_atonce":
-            skip = Scale(ATONCE_SCALES[f"pool{pool}"], name=scale_name)(skip)
+            skip = Scale(ATONCE_SCALES[pool_name(pool)], name=scale_name)(skip)
         skip = _score(score_name, num_classes)(skip)
         skip = CaffeCrop(offsets[f"score_pool{pool}c"], name=f"score_pool{pool}c")([skip, x])
         return keras.layers.Add(name=f"fuse_pool{pool}")([x, skip])
 
-    if variant == "fcn32s":
-        x = _upscore("upscore", num_classes, 64, 32, learnable_upsampling)(x)
-    elif variant == "fcn16s":
-        x = fuse(x, 4)
-        x = _upscore("upscore16", num_classes, 32, 16, learnable_upsampling)(x)
-    else:
-        x = fuse(fuse(x, 4), 3)
-        x = _upscore("upscore8", num_classes, 16, 8, learnable_upsampling)(x)
+    for pool in SKIP_POOLS[variant]:
+        x = fuse(x, pool)
+    stride = 2 ** (5 - len(SKIP_POOLS[variant]))  # 32, 16 or 8: the resolution reached
+    x = _upscore(UPSAMPLERS[variant], num_classes, 2 * stride, stride, learnable_upsampling)(x)
     score = ScoreCrop(offsets["score"], names, dtype="float32", name=SCORE_LAYER)
     logits = score([x, image])
     model = keras.Model(image, logits, name=variant)

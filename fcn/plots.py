@@ -20,7 +20,7 @@ from matplotlib.ticker import MaxNLocator
 
 from fcn.checkpoint import LOG_FILE
 from fcn.classes import IGNORE_LABEL, VOC_CLASSES, voc_palette
-from fcn.metrics import scores
+from fcn.metrics import ConfusionMatrix
 
 PALETTE: np.ndarray = voc_palette()
 """(256, 3) uint8: the colour of every label value (0 background black, 255 void cream)."""
@@ -177,18 +177,22 @@ def plot_training_curves(run_dir: PathLike, path: PathLike | None = None) -> Fig
 
 
 def plot_confusion(
-    confusion: np.ndarray, class_names: Sequence[str], path: PathLike | None = None
+    confusion: ConfusionMatrix | np.ndarray,
+    class_names: Sequence[str],
+    path: PathLike | None = None,
 ) -> Figure:
-    """Row-normalised confusion matrix: the share of each true class's pixels per prediction.
+    """Row-normalised confusion matrix: the share of each true class's pixels per prediction
+    (each row is the class's recall per predicted class), titled with its mean IoU.
 
     Args:
-        confusion: (C, C) pixel counts, rows ground truth, columns prediction.
+        confusion: a :class:`~fcn.metrics.ConfusionMatrix` or its (C, C) pixel counts, rows
+            ground truth, columns prediction.
         class_names: C names.
         path: also save the figure there as a PNG.
     """
-    confusion = np.asarray(confusion)
+    matrix = confusion if isinstance(confusion, ConfusionMatrix) else ConfusionMatrix(confusion)
     with np.errstate(divide="ignore", invalid="ignore"):
-        normalised = confusion / confusion.sum(1, keepdims=True)
+        normalised = matrix.counts / matrix.counts.sum(1, keepdims=True)
     size = 3 + 0.35 * len(class_names)
     fig = _figure(size, size)
     ax = fig.add_subplot()
@@ -198,7 +202,7 @@ def plot_confusion(
     ax.set_yticks(ticks, class_names)
     ax.set_xlabel("prediction")
     ax.set_ylabel("ground truth")
-    mean_iou = scores(confusion).mean_iou
+    mean_iou = matrix.scores().mean_iou
     ax.set_title(f"confusion (row-normalised), mean IoU {100 * mean_iou:.2f}%")
     fig.colorbar(image, ax=ax, fraction=0.046)
     fig.tight_layout()

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fcn.metrics import Scores, scores
+from fcn.metrics import ConfusionMatrix, Scores
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -21,38 +21,51 @@ class EvaluationResult:
     """Scores of a model on a data set, all derived from one exact confusion matrix.
 
     Attributes:
-        confusion: int64 (C, C), rows ground truth, columns prediction, in pixels.
+        matrix: the :class:`~fcn.metrics.ConfusionMatrix` (rows ground truth, columns
+            prediction, in pixels).
         class_names: C names, in class-index order.
         num_images: images evaluated.
+
+    Example:
+        >>> from fcn.metrics import ConfusionMatrix
+        >>> matrix = ConfusionMatrix(2).update([0, 1, 1], [0, 1, 0])
+        >>> result = EvaluationResult(matrix, ("a", "b"), num_images=1)
+        >>> result.mean_iou, result.class_accuracy
+        (0.5, {'a': 1.0, 'b': 0.5})
     """
 
-    confusion: np.ndarray
+    matrix: ConfusionMatrix
     class_names: tuple[str, ...]
     num_images: int
-    _scores: Scores = field(init=False, repr=False, compare=False)
+    scores: Scores = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "_scores", scores(self.confusion))
+        object.__setattr__(self, "scores", self.matrix.scores())
+
+    @property
+    def confusion(self) -> np.ndarray:
+        """int64 (C, C) pixel counts, rows ground truth, columns prediction."""
+        return self.matrix.counts
 
     @property
     def pixel_accuracy(self) -> float:
         """Correct pixels / labelled pixels (``score.py``'s ``acc``)."""
-        return self._scores.pixel_accuracy
+        return self.scores.pixel_accuracy
 
     @property
     def mean_accuracy(self) -> float:
         """Mean over labelled classes of per-class accuracy (``acc_cls``)."""
-        return self._scores.mean_accuracy
+        return self.scores.mean_accuracy
 
     @property
     def mean_iou(self) -> float:
         """Mean IoU over classes labelled or predicted (``mean_iu``)."""
-        return self._scores.mean_iou
+        return self.scores.mean_iou
 
     @property
     def fw_iou(self) -> float:
         """IoU weighted by each class's share of labelled pixels (``fwavacc``)."""
-        return self._scores.fw_iou
+        return self.scores.fw_iou
 
     @property
     def num_pixels(self) -> int:
@@ -62,14 +75,12 @@ class EvaluationResult:
     @cached_property
     def class_iou(self) -> dict[str, float]:
         """IoU per class name (NaN: class neither labelled nor predicted)."""
-        return dict(zip(self.class_names, self._scores.iou.tolist(), strict=True))
+        return dict(zip(self.class_names, self.scores.iou.tolist(), strict=True))
 
     @cached_property
     def class_accuracy(self) -> dict[str, float]:
         """Recall per class name, diag / row sum (NaN: class never labelled)."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            acc = np.diag(self.confusion) / self.confusion.sum(1)
-        return dict(zip(self.class_names, acc.tolist(), strict=True))
+        return dict(zip(self.class_names, self.scores.class_accuracy.tolist(), strict=True))
 
     def summary(self) -> dict[str, float]:
         """The four scores under the names Keras logs get (without the ``val_`` prefix)."""
@@ -122,4 +133,4 @@ class EvaluationResult:
         """
         from fcn.plots import plot_confusion
 
-        return plot_confusion(self.confusion, self.class_names, path)
+        return plot_confusion(self.matrix, self.class_names, path)

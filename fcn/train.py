@@ -22,9 +22,11 @@ from fcn.data.errors import data_errors_named
 from fcn.device import (
     OutOfMemoryError,
     choose_strategy,
+    enable_memory_growth,
     find_batch_size,
     training_memory_estimate,
 )
+from fcn.inference.model_files import load_checkpoint
 from fcn.model import build_model
 from fcn.recipes import RECIPES, Recipe, segmentation_loss, skip_kernel_lr_mults, update_order
 
@@ -203,8 +205,9 @@ def train(
             batch size that fits on this device.
     """
     from fcn import data
-    from fcn.evaluate import EvaluationCallback
+    from fcn.inference.evaluate import EvaluationCallback
 
+    enable_memory_growth()  # before the strategy or the model touch a GPU
     settings = RECIPES[recipe]
     overrides = {
         "crop_size": crop_size, "batch_size": batch_size, "learning_rate": learning_rate,
@@ -232,7 +235,7 @@ def train(
     try:
         with strategy.scope():
             if state:
-                model = keras.models.load_model(run_dir / state["checkpoint"])
+                model = load_checkpoint(run_dir / state["checkpoint"])
                 model.optimizer.update_after = update_order(model)
             else:
                 model = build_model(

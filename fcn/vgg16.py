@@ -24,6 +24,29 @@ VGG_BLOCKS: tuple[tuple[int, int], ...] = ((2, 64), (2, 128), (3, 256), (3, 512)
 """(number of 3x3 convs, filters) of the five VGG16 blocks."""
 
 
+def conv_name(block: int, index: int) -> str:
+    """The paper's name of the ``index``-th 3x3 conv of VGG block ``block`` (1-based): 'conv4_2'."""
+    return f"conv{block}_{index}"
+
+
+def pool_name(block: int) -> str:
+    """The paper's name of the max pool that ends VGG block ``block``: 'pool4'."""
+    return f"pool{block}"
+
+
+def body_layer_names() -> tuple[str, ...]:
+    """The VGG body of every FCN in order, conv1_1 .. pool5 (18 layers).
+
+    Example:
+        >>> body_layer_names()[:3], len(body_layer_names())
+        (('conv1_1', 'conv1_2', 'pool1'), 18)
+    """
+    names: list[str] = []
+    for block, (convs, _) in enumerate(VGG_BLOCKS, 1):
+        names += [conv_name(block, i) for i in range(1, convs + 1)] + [pool_name(block)]
+    return tuple(names)
+
+
 class WeightsUnavailableError(RuntimeError):
     """The VGG16 ImageNet file is not in Keras' cache and could not be downloaded."""
 
@@ -53,7 +76,7 @@ def imagenet_weights_path() -> str:
 def vgg16_to_fcn_names() -> dict[str, str]:
     """Keras VGG16 layer name -> FCN (Caffe) layer name, e.g. 'block4_conv2' -> 'conv4_2'."""
     names = {
-        f"block{b}_conv{i}": f"conv{b}_{i}"
+        f"block{b}_conv{i}": conv_name(b, i)
         for b, (convs, _) in enumerate(VGG_BLOCKS, 1)
         for i in range(1, convs + 1)
     }

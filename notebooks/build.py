@@ -344,10 +344,12 @@ del full"""),
     md("""\
 What `fcn` does about it:
 
-- **Memory growth, on import.** TensorFlow otherwise takes nearly all the memory of every
-  visible GPU the first time it touches one. `import fcn` calls `fcn.enable_memory_growth()`, so
-  a process holds what it uses and other jobs can share the card. If something initialised the
-  GPU before `import fcn`, it warns: import `fcn` first or set `TF_FORCE_GPU_ALLOW_GROWTH=true`.
+- **Memory growth, before the first model.** TensorFlow otherwise takes nearly all the memory
+  of every visible GPU the first time it touches one. `fcn.build_model`, `fcn.load_model`,
+  `fcn.train` and the `fcn` command call `fcn.enable_memory_growth()` first (`import fcn`
+  itself changes nothing), so a process holds what it uses and other jobs can share the card.
+  If something initialised the GPU before, it warns: call `fcn.enable_memory_growth()` first
+  or set `TF_FORCE_GPU_ALLOW_GROWTH=true`.
 - **`fcn.find_batch_size(model, crop_size=320)`** runs real training steps (forward, backward,
   SGD with momentum) at batch 1, 2, 4, ... until one fails, bisects, restores the weights, and
   returns a `BatchSizeReport` (the batch that fits, the peak memory of each probe). On a CPU it
@@ -361,7 +363,7 @@ What `fcn` does about it:
   with the estimate and a batch size that fits on this device, instead of TensorFlow's raw
   `ResourceExhaustedError`.
 - **Evaluation and prediction.** Inference streams through the network in bands of rows
-  (`fcn.forward`): each layer keeps only the few rows its next band needs, and only the
+  (`fcn.inference.streamed`): each layer keeps only the few rows its next band needs, and only the
   coarse scores are kept whole, so a 4000x3000 photo runs in one exact pass at ~0.4 GiB above
   the model's resting footprint, where Keras' own forward pass of it aborts (`std::bad_alloc`)
   on this 24 GiB machine. Images above `max_pixels`

@@ -1,4 +1,5 @@
-"""Streamed inference (fcn.forward) equals whole-model inference, in a fraction of the memory."""
+"""Streamed inference (fcn.inference.streamed) equals whole-model inference, in a fraction of the
+memory, for exactly the models whose graph is their published Topology."""
 
 import ctypes.util
 import json
@@ -12,8 +13,10 @@ import numpy as np
 import pytest
 from conftest import TINY, clear_of_ties, network_tolerance, randomize
 
-from fcn import build_model, forward
-from fcn.forward import compiled_forward, default_max_pixels
+from fcn import build_model
+from fcn.inference import budget, streamed
+from fcn.inference.streamed import compiled_forward, streams
+from fcn.model import VARIANTS, topology, topology_of
 
 SIZES = [(1, 1, 1), (1, 37, 53), (2, 64, 40), (1, 131, 200)]
 
@@ -21,7 +24,7 @@ SIZES = [(1, 1, 1), (1, 37, 53), (2, 64, 40), (1, 131, 200)]
 @pytest.fixture(autouse=True)
 def always_stream(monkeypatch):
     """These images are small enough to run whole by default (WHOLE_PIXELS): stream them."""
-    monkeypatch.setattr(forward, "WHOLE_PIXELS", 0)
+    monkeypatch.setattr(budget, "WHOLE_PIXELS", 0)
 
 
 def _check(model, images, labels=True):
@@ -43,9 +46,9 @@ def _check(model, images, labels=True):
 def test_streamed_equals_whole_model(variant, monkeypatch):
     """The smallest bands (2 input rows), so every layer carries rows over many bands and the
     deep layers wait for rows (the default bands hold these images whole: the other tests)."""
-    monkeypatch.setattr(forward, "BAND_BYTES", 1)
+    monkeypatch.setattr(budget, "BAND_BYTES", 1)
     model = randomize(build_model(variant, weights=None, width=TINY), seed=2)
-    assert forward._streamed(model) is not None
+    assert streams(model)
     rng = np.random.default_rng(0)
     for size in SIZES:
         _check(model, rng.integers(0, 256, (*size, 3), dtype=np.uint8), labels=variant == "fcn8s")
@@ -53,11 +56,11 @@ def test_streamed_equals_whole_model(variant, monkeypatch):
 
 def test_full_size_fcn8s_streams_exactly(monkeypatch):
     """The paper's widths (512-channel conv5, 4096-channel fc6/fc7), small bands, float input."""
-    monkeypatch.setattr(forward, "BAND_BYTES", 2**20)
+    monkeypatch.setattr(budget, "BAND_BYTES", 2**20)
     model = randomize(build_model("fcn8s", weights=None), seed=3)
     image = np.random.default_rng(3).uniform(0, 255, (1, 150, 90, 3)).astype("float32")
     _check(model, image)
-    assert default_max_pixels(model) == forward.STREAMED_MAX_PIXELS
+    assert streams(model)
 
 
 def test_evaluate_and_predict_a_voc_sized_image_with_the_full_fcn8s():
@@ -106,9 +109,45 @@ def test_other_models_run_whole():
     inputs = keras.Input((None, None, 3))
     model = keras.Model(inputs, keras.layers.Conv2D(5, 3, padding="same")(inputs))
     image = np.random.default_rng(0).integers(0, 256, (2, 9, 7, 3), dtype=np.uint8)
-    labels = np.asarray(compiled_forward(model, "labels")(image))
+    with pytest.warns(UserWarning, match="lacks the layers of an fcn.build_model FCN.*2,000,000"):
+        labels = np.asarray(compiled_forward(model, "labels")(image))
     np.testing.assert_array_equal(labels, np.asarray(model(image.astype("float32"))).argmax(-1))
-    assert default_max_pixels(model) == forward.WHOLE_MAX_PIXELS
+    assert not streams(model)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_variant_is_its_published_topology(variant):
+    """The names build_model gives are the ones topology() publishes, and the engine accepts
+    the graph (it checks every link of the chain and the branches against it)."""
+    model = build_model(variant, weights=None, width=TINY)
+    assert topology_of(model) == topology(variant)
+    engine = streamed._StreamedFCN(model, topology(variant))
+    assert [layer.name for layer in engine.chain] == list(topology(variant).chain)
+    names = {layer.name for layer in model.layers}
+    assert topology(variant).layer_names() <= names
+
+
+def test_a_changed_graph_runs_whole_with_a_warning_naming_the_layer():
+    """An extra layer between conv3_3 and pool3 (names intact): the engine refuses the graph,
+    the warning names the layer and the memory consequence, and the pass is still exact."""
+    source = build_model("fcn8s", weights=None, width=TINY)
+    config = source.get_config()
+    pool3 = next(layer for layer in config["layers"] if layer["name"] == "pool3")
+    extra = {
+        "module": "keras.layers", "class_name": "Activation", "name": "extra",
+        "config": {"name": "extra", "activation": "relu", "dtype": pool3["config"]["dtype"]},
+        "build_config": pool3.get("build_config"), "inbound_nodes": pool3["inbound_nodes"],
+    }  # fmt: skip
+    pool3["inbound_nodes"] = json.loads(
+        json.dumps(pool3["inbound_nodes"]).replace('"conv3_3"', '"extra"')
+    )
+    config["layers"].insert(config["layers"].index(pool3), extra)
+    model = keras.Model.from_config(config)
+    model.set_weights(randomize(source, seed=4).get_weights())
+    image = np.random.default_rng(4).integers(0, 256, (1, 37, 45, 3), dtype=np.uint8)
+    with pytest.warns(UserWarning, match="pool3 does not read conv3_3.*2,000,000 pixels"):
+        _check(model, image, labels=False)
+    assert not streams(model)
 
 
 MEMORY_SCRIPT = textwrap.dedent("""
@@ -116,7 +155,7 @@ MEMORY_SCRIPT = textwrap.dedent("""
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     import numpy as np
     from fcn import build_model
-    from fcn.forward import compiled_forward
+    from fcn.inference.streamed import compiled_forward
 
     model = build_model("fcn8s", weights=None, width=0.25)  # conv1: 16 channels
     image = np.zeros((1, 1000, 1000, 3), np.uint8)

@@ -1,4 +1,4 @@
-"""The FCN scores against a plain numpy transcription of the reference score.py."""
+"""The FCN scores (one ConfusionMatrix type) against a plain numpy transcription of score.py."""
 
 import warnings
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fcn.classes import IGNORE_LABEL
-from fcn.metrics import MeanIoU, confusion_counts, scores
+from fcn.metrics import ConfusionMatrix, MeanIoU
 
 C = 5
 
@@ -24,8 +24,9 @@ def reference(labels: np.ndarray, predictions: np.ndarray, n: int):
         iu = np.diag(hist) / (hist.sum(1) + hist.sum(0) - np.diag(hist))
         mean_iu = np.nanmean(iu)
         freq = hist.sum(1) / hist.sum()
+        recall = np.diag(hist) / hist.sum(1)  # acc_cls before its nanmean
     fwavacc = (freq[freq > 0] * iu[freq > 0]).sum()
-    return hist, (acc, acc_cls, mean_iu, fwavacc, iu)
+    return hist, (acc, acc_cls, mean_iu, fwavacc, iu, recall)
 
 
 def one_hot_logits(predictions: np.ndarray, n: int) -> np.ndarray:
@@ -50,12 +51,30 @@ def cases():
 @pytest.mark.parametrize("name, labels, predictions", list(cases()), ids=lambda x: str(x)[:20])
 def test_scores_equal_reference(name, labels, predictions):
     hist, expected = reference(labels, predictions, C)
-    confusion = confusion_counts(labels.astype(np.uint8), one_hot_logits(predictions, C), C)
+    logits = one_hot_logits(predictions, C)
+    confusion = ConfusionMatrix.count_logits(labels.astype(np.uint8), logits, C)
     assert confusion.dtype == "int64"
     np.testing.assert_array_equal(confusion.numpy(), hist)
-    got = scores(confusion.numpy())
+    got = ConfusionMatrix(confusion.numpy()).scores()
     for value, want in zip(got, expected, strict=True):
-        np.testing.assert_array_equal(value, want)  # NaN == NaN here; exact otherwise
+        # NaN == NaN here; sums of at most C float64 terms in 0..1, in another order
+        np.testing.assert_allclose(value, want, rtol=0, atol=C * np.finfo(np.float64).eps)
+        np.testing.assert_array_equal(np.isnan(value), np.isnan(want))
+
+
+def test_merged_matrices_equal_one_matrix_of_all_pixels():
+    """Two shards counted apart and merged (as workers or images are) equal counting them
+    together; update chains, and the class counts must agree."""
+    (_, labels, predictions), *_ = cases()
+    whole = ConfusionMatrix(C).update(labels, predictions)
+    first = ConfusionMatrix(C).update(labels[:1], predictions[:1])
+    rest = ConfusionMatrix(C).update(labels[1:], predictions[1:])
+    np.testing.assert_array_equal((first + rest).counts, whole.counts)
+    assert first.counts.sum() < whole.counts.sum()
+    with pytest.raises(ValueError, match="cannot merge 5 and 2 classes"):
+        first + ConfusionMatrix(2)
+    with pytest.raises(ValueError, match=r"\(C, C\)"):
+        ConfusionMatrix(np.zeros((2, 3)))
 
 
 def test_keras_metric_matches_reference_and_keras_meaniou():
@@ -73,7 +92,7 @@ def test_keras_metric_matches_reference_and_keras_meaniou():
         theirs.update_state(labels, predictions)
         all_labels.append(labels)
         all_predictions.append(predictions)
-    _, (_, _, mean_iu, _, _) = reference(np.stack(all_labels), np.stack(all_predictions), C)
+    _, (_, _, mean_iu, *_) = reference(np.stack(all_labels), np.stack(all_predictions), C)
     assert float(ours.result()) == pytest.approx(mean_iu, rel=1e-6)
     # All classes present: Keras agrees (it also skips classes with an empty union, but counts
     # in float32 and adds epsilon to the denominator, hence not bit-exact).
@@ -96,7 +115,7 @@ def test_keras_metric_in_fit():
     history = model.fit(x, y, batch_size=2, epochs=1, verbose=0)
     assert np.isfinite(history.history["mean_iou"][0])
     evaluated = model.evaluate(x, y, batch_size=4, verbose=0, return_dict=True)["mean_iou"]
-    _, (_, _, mean_iu, _, _) = reference(y, np.argmax(model.predict(x, verbose=0), -1), C)
+    _, (_, _, mean_iu, *_) = reference(y, np.argmax(model.predict(x, verbose=0), -1), C)
     assert evaluated == pytest.approx(mean_iu, rel=1e-6)
 
 
@@ -105,14 +124,14 @@ def test_counts_exact_past_int32():
     metric = MeanIoU(2)
     labels = np.zeros((1, 4096, 4096), np.uint8)  # 2**24 pixels per update
     logits = np.zeros((1, 4096, 4096, 2), np.float32)
-    block = confusion_counts(labels, logits, 2)
+    block = ConfusionMatrix.count_logits(labels, logits, 2)
     assert int(block[0, 0]) == 2**24
     for _ in range(128 + 1):
         metric.confusion.assign_add(block)
     metric.update_state(np.zeros((1, 1, 3), np.uint8), np.zeros((1, 1, 3, 2), np.float32))
     total = int(metric.confusion.numpy()[0, 0])
     assert total == 129 * 2**24 + 3 > 2**31
-    assert scores(metric.confusion.numpy()).pixel_accuracy == 1.0
+    assert ConfusionMatrix(metric.confusion.numpy()).scores().pixel_accuracy == 1.0
 
 
 def test_keras_meaniou_also_skips_absent_classes():
@@ -120,7 +139,7 @@ def test_keras_meaniou_also_skips_absent_classes():
     score.py's nanmean does; a class predicted but never labelled counts as 0 in both."""
     labels = np.array([[0, 0, 1, 1, IGNORE_LABEL]], np.uint8)
     predictions = np.array([[0, 2, 1, 1, 3]])  # class 4 absent, class 2 predicted only
-    _, (_, _, mean_iu, _, iu) = reference(labels, predictions, C)
+    _, (_, _, mean_iu, _, iu, _) = reference(labels, predictions, C)
     assert np.isnan(iu[4]) and iu[2] == 0
     theirs = keras.metrics.MeanIoU(C, ignore_class=IGNORE_LABEL, sparse_y_pred=True)
     theirs.update_state(labels, predictions)

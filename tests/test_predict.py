@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import importlib
 import inspect
+import shutil
 
 import numpy as np
 import pytest
@@ -12,7 +12,9 @@ from conftest import clear_of_ties, network_tolerance, randomize, sum_tolerance,
 from PIL import Image
 
 import fcn
-from fcn.predict import DEFAULT_MODEL_FILE, read_rgb
+from fcn.data import DataError, read_image, read_pair, write_label
+from fcn.inference import model_files
+from fcn.inference.model_files import DEFAULT_MODEL_FILE
 
 RNG = np.random.default_rng(0)
 
@@ -49,18 +51,18 @@ def test_every_input_type_keeps_its_exact_size(tiny_fcn8s, tmp_path):
     assert len(np.unique(reference)) > 1  # a real prediction, not a constant map
 
 
-def test_read_rgb_converts_modes_and_rejects_bad_arrays(tmp_path):
+def test_read_image_converts_modes_and_rejects_bad_arrays(tmp_path):
     gray = RNG.integers(0, 256, (5, 7)).astype(np.uint8)
-    np.testing.assert_array_equal(read_rgb(gray), np.dstack([gray] * 3))
-    np.testing.assert_array_equal(read_rgb(Image.fromarray(gray)), np.dstack([gray] * 3))
-    assert read_rgb(np.zeros((4, 4, 3), np.float32) + 12.0).dtype == np.uint8
+    np.testing.assert_array_equal(read_image(gray), np.dstack([gray] * 3))
+    np.testing.assert_array_equal(read_image(Image.fromarray(gray)), np.dstack([gray] * 3))
+    assert read_image(np.zeros((4, 4, 3), np.float32) + 12.0).dtype == np.uint8
     with pytest.raises(ValueError, match=r"\(H, W\), \(H, W, 3\) or \(H, W, 4\)"):
-        read_rgb(np.zeros((4, 4, 2), np.uint8))
+        read_image(np.zeros((4, 4, 2), np.uint8))
     with pytest.raises(ValueError, match="0..255"):
-        read_rgb(np.full((4, 4, 3), 300.0))
+        read_image(np.full((4, 4, 3), 300.0))
     (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
-    with pytest.raises(ValueError, match="broken.jpg: not a readable image"):
-        read_rgb(tmp_path / "broken.jpg")
+    with pytest.raises(DataError, match="broken.jpg: cannot decode image"):
+        read_image(tmp_path / "broken.jpg")
 
 
 def test_exif_orientation_is_honoured(tiny_fcn8s, tmp_path):
@@ -72,11 +74,21 @@ def test_exif_orientation_is_honoured(tiny_fcn8s, tmp_path):
     exif[0x0112] = 6
     Image.fromarray(array).save(tmp_path / "rotated.png", exif=exif)
     upright = np.rot90(array, -1)
-    np.testing.assert_array_equal(read_rgb(tmp_path / "rotated.png"), upright)
+    np.testing.assert_array_equal(read_image(tmp_path / "rotated.png"), upright)
     assert not np.array_equal(np.rot90(array, 1), upright)
     labels = fcn.predict(tmp_path / "rotated.png", tiny_fcn8s)
     np.testing.assert_array_equal(labels, fcn.predict(upright, tiny_fcn8s))
     assert not np.array_equal(labels, fcn.predict(np.rot90(array, 1), tiny_fcn8s))
+    # Training reads pairs with the same reader: an upright label drawn on the shown photo
+    # fits it (50x30 stored, 30x50 shown), and a label with the same EXIF tag turns with it.
+    write_label(tmp_path / "upright.png", (upright[..., 0] % 21).astype(np.uint8))
+    image, label = read_pair(tmp_path / "rotated.png", tmp_path / "upright.png")
+    np.testing.assert_array_equal(image, upright)
+    write_label(tmp_path / "stored.png", (array[..., 0] % 21).astype(np.uint8))
+    with Image.open(tmp_path / "stored.png") as stored:
+        stored.save(tmp_path / "tagged.png", exif=exif)
+    turned = read_pair(tmp_path / "rotated.png", tmp_path / "tagged.png")[1]
+    np.testing.assert_array_equal(turned, label)
 
 
 def test_an_image_without_pixels_is_refused(tiny_fcn8s):
@@ -127,11 +139,26 @@ def test_default_model_comes_from_weights_with_checksum(model_file, monkeypatch,
     sums.unlink()
 
 
+def test_default_model_is_looked_for_beside_the_user_never_in_the_package(
+    model_file, monkeypatch, tmp_path
+):
+    """$FCN_WEIGHTS_DIR, ./weights, then Keras' per-user cache: an installed package's
+    site-packages folder is not among them, and a model in the cache is found."""
+    monkeypatch.delenv("FCN_WEIGHTS_DIR", raising=False)
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras"))
+    monkeypatch.chdir(tmp_path)
+    cache = tmp_path / "keras" / "models" / "fcn"
+    assert model_files.weights_dirs() == [tmp_path / "weights", cache]
+    cache.mkdir(parents=True)
+    shutil.copy(model_file, cache / DEFAULT_MODEL_FILE)
+    image = RNG.integers(0, 256, (24, 24, 3)).astype(np.uint8)
+    np.testing.assert_array_equal(fcn.predict(image), fcn.predict(image, model_file))
+
+
 def test_no_model_anywhere_says_how_to_get_one(monkeypatch, tmp_path):
     monkeypatch.setenv("FCN_WEIGHTS_DIR", str(tmp_path))
     monkeypatch.chdir(tmp_path)
-    module = importlib.import_module("fcn.predict")  # the module, not the function fcn.predict
-    monkeypatch.setattr(module, "weights_dirs", lambda: [tmp_path / "weights"])
+    monkeypatch.setattr(model_files, "weights_dirs", lambda: [tmp_path / "weights"])
     with pytest.raises(FileNotFoundError, match="fcn train VOC_ROOT.*best.keras"):
         fcn.predict(np.zeros((8, 8, 3), np.uint8))
     with pytest.raises(FileNotFoundError, match="model file not found"):
@@ -149,5 +176,5 @@ def test_predict_files_streams_a_folder(model_file, tmp_path):
     assert [p.name for p, _ in results] == [f"{i}.png" for i in range(5)]
     assert [labels.shape for _, labels in results] == [(20 + i, 30 + 2 * i) for i in range(5)]
     (tmp_path / "5.png").write_bytes(b"")
-    with pytest.raises(ValueError, match="5.png: not a readable image"):
+    with pytest.raises(DataError, match="5.png: empty file"):
         list(fcn.predict_files(tmp_path, model_file))

@@ -5,7 +5,7 @@ import pytest
 from conftest import network_tolerance, randomize
 
 from fcn import build_model
-from fcn.tiling import DEFAULT_MARGIN, STRIDE, plan_tiles, predict_tiled
+from fcn.inference.tiling import DEFAULT_MARGIN, STRIDE, plan_tiles, predict_tiled
 
 
 @pytest.mark.parametrize("height, width, max_pixels, margin", [

@@ -402,8 +402,9 @@ def test_memory_growth_is_enabled_for_every_gpu(monkeypatch):
     monkeypatch.setattr(
         tf.config.experimental, "set_memory_growth", lambda d, on: grown.append((d, on))
     )
+    monkeypatch.setattr(tf.config.experimental, "get_memory_growth", lambda d: d == "GPU:1")
     fcn.device.enable_memory_growth()
-    assert grown == [("GPU:0", True), ("GPU:1", True)]
+    assert grown == [("GPU:0", True)]  # GPU:1 had it on already: not touched again
 
     def too_late(device, enable):
         raise RuntimeError("Physical devices cannot be modified after being initialized")
@@ -412,6 +413,27 @@ def test_memory_growth_is_enabled_for_every_gpu(monkeypatch):
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind: [_FakeGpu()])
     with pytest.warns(UserWarning, match="memory growth is off"):
         fcn.device.enable_memory_growth()
+
+
+IMPORT_SCRIPT = """
+import tensorflow as tf
+calls = []
+tf.config.list_physical_devices = lambda kind=None: ["GPU:0"] if kind == "GPU" else []
+tf.config.experimental.get_memory_growth = lambda device: False
+tf.config.experimental.set_memory_growth = lambda device, on: calls.append(device)
+import fcn
+print(len(calls))
+fcn.build_model("fcn8s", weights=None, width=1 / 16)
+print(len(calls))
+"""
+
+
+def test_importing_fcn_changes_no_device_setting_building_a_model_does():
+    """``import fcn`` has no global side effect; build_model turns on memory growth (as
+    load_model and train do) before it creates variables. A fresh process: the first import."""
+    run = subprocess.run([sys.executable, "-c", IMPORT_SCRIPT], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["0", "1"]
 
 
 class _FakeGpu:

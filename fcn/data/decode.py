@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import scipy.io
-from PIL import Image
+from PIL import Image, ImageOps
 
 from fcn.classes import IGNORE_LABEL, NUM_CLASSES, voc_palette
 from fcn.data.errors import DataError
@@ -16,23 +16,56 @@ LABEL_MODES: tuple[str, ...] = ("P", "L")
 """PIL modes whose pixel values are class indices: palette PNGs (VOC) and grayscale PNGs."""
 
 
-def read_image(path: str | os.PathLike) -> np.ndarray:
-    """The image at ``path`` as RGB uint8, shape (H, W, 3).
+ImageLike = str | os.PathLike | Image.Image | np.ndarray
+"""What :func:`read_image` takes: a path, a PIL image or an array."""
 
-    Grayscale, palette, RGBA (alpha dropped), CMYK and 16-bit images are converted to RGB.
-    Raises :class:`DataError` naming the file if it is empty, truncated or not an image.
+
+def read_image(image: ImageLike) -> np.ndarray:
+    """An image as RGB uint8, shape (H, W, 3), upright: the one image reader of the package
+    (training pairs, evaluation, prediction, plots).
+
+    Args:
+        image: a file path (read whole and decoded at once), a ``PIL.Image``, or an array
+            (H, W), (H, W, 3) or (H, W, 4) of values in 0..255.
+
+    Files and PIL images are turned by their EXIF orientation (as a photo viewer shows them);
+    grayscale, palette, RGBA (alpha dropped), CMYK and 16-bit images are converted to RGB.
+
+    Raises:
+        DataError: a file that is empty, truncated or not an image, naming it; an array of
+            another shape, without pixels or with values outside 0..255.
+
+    Example:
+        >>> read_image(np.zeros((2, 3), np.uint8)).shape
+        (2, 3, 3)
     """
-    image = _open(path)
-    return np.asarray(image if image.mode == "RGB" else image.convert("RGB"))
+    if isinstance(image, (str, os.PathLike)):
+        image = _open(image)
+    if isinstance(image, Image.Image):
+        image = ImageOps.exif_transpose(image)
+        image = image if image.mode == "RGB" else image.convert("RGB")
+    array = np.asarray(image)
+    if array.ndim == 2:
+        array = np.repeat(array[..., None], 3, axis=-1)
+    if array.ndim != 3 or array.shape[-1] not in (3, 4):
+        raise DataError(f"an image array must be (H, W), (H, W, 3) or (H, W, 4), got {array.shape}")
+    if 0 in array.shape[:2]:
+        raise DataError(f"an image must have at least one pixel, got {array.shape[:2]}")
+    if array.dtype != np.uint8:
+        if array.min() < 0 or array.max() > 255:
+            raise DataError("a non-uint8 image array must hold values in 0..255")
+        array = array.astype(np.uint8)
+    return array[..., :3]
 
 
 def read_label(path: str | os.PathLike, num_classes: int = NUM_CLASSES) -> np.ndarray:
     """The class index map at ``path`` as uint8, shape (H, W); IGNORE_LABEL (255) marks void.
 
     A ``.mat`` file is read as SBD's ``GTcls.Segmentation``; anything else must be a palette
-    ('P') or grayscale ('L') image whose pixel values are the indices. Palette colours are never
-    looked at. Raises :class:`DataError` naming the file if it cannot be read or holds a value
-    outside ``0..num_classes-1`` and 255.
+    ('P') or grayscale ('L') image whose pixel values are the indices, turned by its EXIF
+    orientation like :func:`read_image` (a label drawn on the upright photo stays aligned).
+    Palette colours are never looked at. Raises :class:`DataError` naming the file if it
+    cannot be read or holds a value outside ``0..num_classes-1`` and 255.
     """
     if os.fspath(path).lower().endswith(".mat"):
         label = _read_sbd_mat(path)
@@ -43,7 +76,7 @@ def read_label(path: str | os.PathLike, num_classes: int = NUM_CLASSES) -> np.nd
                 f"{os.fspath(path)}: label images must hold class indices (mode 'P' or 'L'), "
                 f"got mode {image.mode!r}"
             )
-        label = np.asarray(image)
+        label = np.asarray(ImageOps.exif_transpose(image))
     counts = np.bincount(label.ravel(), minlength=256)
     bad = [int(v) for v in np.flatnonzero(counts) if v >= num_classes and v != IGNORE_LABEL]
     if bad:

@@ -20,12 +20,19 @@ Every output row is computed from the same rows, weights and zero padding as in 
 inference, so the result equals ``model(images, training=False)`` up to float summation order
 (``tests/test_forward.py``). Memory is a few bands of every layer plus the collected scores:
 a 4000x3000 image streams through the full FCN-8s at ~0.4 GiB above the model's resting
-footprint (``benchmarks/README.md``). A model without the layers of :func:`fcn.build_model`
-runs whole.
+footprint (``benchmarks/README.md``).
+
+Which layer is what comes from :class:`fcn.model.Topology`, which :mod:`fcn.model` publishes
+beside :func:`fcn.build_model`; the graph is checked against it. A model without an FCN's
+layers, or whose graph differs from its topology (a layer inserted, a branch added), runs
+whole, with a warning that says why and what it costs (its default pixel budget is
+``WHOLE_MAX_PIXELS``, not ``STREAMED_MAX_PIXELS``). All sizes are in
+:mod:`fcn.inference.budget`.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Literal
 
@@ -33,41 +40,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from fcn.inference import budget
 from fcn.layers import LeanConv2D, Scale
-from fcn.model import SCORE_LAYER
-from fcn.vgg16 import VGG_BLOCKS
-
-BAND_BYTES = 4 * 2**20
-"""Size of one band of the widest activation (conv1's output; the upsampled logits), bytes.
-Bands of every layer exist at once, so peak memory grows with it; smaller bands only mean
-more, shorter kernel calls (never fewer than 2 input rows)."""
-
-STREAMED_MAX_PIXELS = 25_000_000
-"""Default pixel budget of a forward pass of a streamed FCN: a 6000x4000 photo whole (a
-4000x3000 one measured ~0.4 GiB above the resting footprint, see benchmarks/README.md)."""
-
-WHOLE_MAX_PIXELS = 2_000_000
-"""Default pixel budget for a model that runs whole: ten VOC images. The full FCN-8s run whole
-needs ~0.55 KiB per pixel of the input padded by 100 px per side, ~2 GiB here."""
-
-MIN_ROWS = 8
-"""Most output rows a streamed conv waits for before it runs (fewer where that many rows would
-exceed :data:`BAND_BYTES`; a layer's last rows never wait): the deep, low-resolution layers
-then run on several rows at a time instead of one."""
-
-WHOLE_PIXELS = 160_000
-"""Padded input pixels (batch x (H + 200) x (W + 200) for the FCNs' 100 px pad) up to which a
-pass runs whole rather than streamed: ~90 MB of activations for the full FCN-8s, and a graph
-that traces in a fraction of a second where the streamed one takes seconds (once per process)."""
+from fcn.model import Topology, topology_of
 
 Output = Literal["logits", "labels"]
-
-
-def _body_names() -> list[str]:
-    names = []
-    for block, (convs, _) in enumerate(VGG_BLOCKS, 1):
-        names += [f"conv{block}_{i}" for i in range(1, convs + 1)] + [f"pool{block}"]
-    return names
 
 
 def _is_pool(layer) -> bool:
@@ -214,41 +191,59 @@ def _rows_first(x):
     return tf.transpose(x, [1, 0, *range(2, len(x.shape))])
 
 
+class NotStreamableError(ValueError):
+    """A model with an FCN's layer names whose graph differs from its :class:`Topology`."""
+
+
 class _StreamedFCN:
-    """The three stages of the module docstring, for one FCN built by :func:`fcn.build_model`."""
+    """The three stages of the module docstring, for a model of the given ``topology``.
 
-    def __init__(self, model: keras.Model):
-        def consumers(layer) -> list:
-            return [
-                other
-                for other in model.layers
-                if any(t is layer.output for t in tf.nest.flatten(other.input))
-            ]
+    Raises:
+        NotStreamableError: naming the first layer where the graph differs from ``topology``
+            or cannot run in bands of rows.
+    """
 
-        self.preprocess = model.get_layer("preprocess")
-        padding = model.get_layer("pad").padding  # ((top, bottom), (left, right))
+    def __init__(self, model: keras.Model, topology: Topology):
+        layers = {layer.name: layer for layer in model.layers}
+
+        def require(ok: bool, problem: str) -> None:
+            if not ok:
+                raise NotStreamableError(problem)
+
+        def reads(layer, before) -> None:
+            require(layer.input is before.output, f"{layer.name} does not read {before.name}")
+
+        self.preprocess = layers[topology.preprocess]
+        pad_layer = layers[topology.pad]
+        reads(pad_layer, self.preprocess)
+        padding = pad_layer.padding  # ((top, bottom), (left, right))
         self.pad = padding[0][0]
-        self.chain = [model.get_layer(name) for name in _body_names()]
-        while len(following := consumers(self.chain[-1])) == 1 and _streamable(following[0]):
-            self.chain += following  # fc6, drop6, fc7, drop7, score_fr
+        require(set(np.ravel(padding)) == {self.pad}, f"{pad_layer.name} pads unevenly")
+        self.chain = [layers[name] for name in topology.chain]
         self.branches: dict[int, list] = {}  # chain index -> per-pixel layers fed by it
-        self.supported = set(np.ravel(padding)) == {self.pad}
+        for name, path in topology.branches.items():
+            self.branches[topology.chain.index(name)] = [layers[n] for n in path]
+        for before, layer in zip([pad_layer, *self.chain], self.chain):
+            reads(layer, before)
+            require(_streamable(layer), f"{layer.name} cannot run in bands of rows")
+        for i, path in self.branches.items():
+            for before, layer in zip([self.chain[i], *path], path):
+                reads(layer, before)
+                require(_is_pointwise(layer), f"{layer.name} is not a per-pixel layer")
         for i, layer in enumerate(self.chain[:-1]):
-            others = [c for c in consumers(layer) if c is not self.chain[i + 1]]
-            self.supported &= len(others) <= 1  # one branch per layer at most
-            if others:
-                path = others
-                while len(following := consumers(path[-1])) == 1 and _is_pointwise(following[0]):
-                    path += following
-                self.branches[i] = path
-        self.supported &= all(_streamable(layer) for layer in self.chain) and all(
-            _is_pointwise(layer) for path in self.branches.values() for layer in path
-        )
-        crop = model.get_layer(SCORE_LAYER)
-        (self.upscore,) = [layer for layer in model.layers if layer.output is crop.input[0]]
-        self.supported &= (
+            known = [self.chain[i + 1], *self.branches.get(i, [])[:1]]
+            for other in model.layers:
+                if other not in known and any(
+                    t is layer.output for t in tf.nest.flatten(other.input)
+                ):
+                    require(False, f"{other.name} reads {layer.name} outside the topology")
+        self.upscore = layers[topology.upsampler]
+        crop = layers[topology.crop]
+        require(crop.input[0] is self.upscore.output, f"{crop.name} does not crop its upsampler")
+        require(
             isinstance(self.upscore, keras.layers.Conv2DTranspose)
-            and self.upscore.padding == "valid"
+            and self.upscore.padding == "valid",
+            f"{self.upscore.name} is not a transposed convolution without padding",
         )
         self.offset = crop.offset
         taps = [path[-1].output for path in self.branches.values()] + [self.chain[-1].output]
@@ -280,8 +275,9 @@ class _StreamedFCN:
         for k, layer in enumerate(self.chain):
             channels = layer.filters if _is_conv(layer) else 1
             row_bytes = shape[0] * _output_size(layer, widths[k]) * channels * 4
-            least.append(tf.clip_by_value(BAND_BYTES // row_bytes, 1, MIN_ROWS))
-        chunk = tf.maximum(2, BAND_BYTES // (shape[0] * widths[0] * self.chain[0].filters * 4))
+            least.append(tf.clip_by_value(budget.BAND_BYTES // row_bytes, 1, budget.MIN_ROWS))
+        first_row_bytes = shape[0] * widths[0] * self.chain[0].filters * 4
+        chunk = tf.maximum(2, budget.BAND_BYTES // first_row_bytes)
         count = -(-total[0] // chunk)
         taps = [*self.branches, len(self.chain) - 1]
 
@@ -337,7 +333,7 @@ class _StreamedFCN:
         height, width = image_shape[1], image_shape[2]
         last = tf.shape(scores)[1] - 1
         row_bytes = image_shape[0] * (width + 2 * offset) * up.filters * 4 * 2
-        band = tf.maximum(step, BAND_BYTES // row_bytes)
+        band = tf.maximum(step, budget.BAND_BYTES // row_bytes)
 
         def one(lo, hi):
             first = tf.maximum(-((size - 1 - lo - offset) // step), 0)
@@ -367,27 +363,48 @@ def _in_bands(rows, band, compute: Callable, dtype, rank: int):
 
 
 def _streamed(model: keras.Model) -> _StreamedFCN | None:
-    """The streamed form of ``model`` (cached on it), or None if it lacks the FCN layers that
-    streaming needs."""
-    if "_fcn_streamed" not in model.__dict__:  # outside Keras' attribute tracking
-        names = {layer.name for layer in model.layers}
-        streamed = None
-        if {"preprocess", "pad", SCORE_LAYER, *_body_names()} <= names:
-            streamed = _StreamedFCN(model)
-        model.__dict__["_fcn_streamed"] = streamed if streamed and streamed.supported else None
+    """The streamed form of ``model`` (cached on it, outside Keras' attribute tracking), or
+    None, with a warning saying why and what running whole costs."""
+    if "_fcn_streamed" not in model.__dict__:
+        found, engine = topology_of(model), None
+        if found is None:
+            reason = "it lacks the layers of an fcn.build_model FCN"
+        else:
+            try:
+                engine = _StreamedFCN(model, found)
+            except NotStreamableError as err:
+                reason = f"its graph differs from {found.variant}'s: {err}"
+        if engine is None:
+            warnings.warn(
+                f"model {model.name!r} runs whole, not streamed: {reason}. Whole inference "
+                "needs ~0.55 KiB per padded input pixel for the full FCN-8s, so images above "
+                f"{budget.WHOLE_MAX_PIXELS:,} pixels (not {budget.STREAMED_MAX_PIXELS:,}) run "
+                "in tiles by default.",
+                stacklevel=3,
+            )
+        model.__dict__["_fcn_streamed"] = engine
     return model.__dict__["_fcn_streamed"]
 
 
-def default_max_pixels(model: keras.Model) -> int:
-    """:data:`STREAMED_MAX_PIXELS` for a model that streams, else :data:`WHOLE_MAX_PIXELS`."""
-    return STREAMED_MAX_PIXELS if _streamed(model) is not None else WHOLE_MAX_PIXELS
+def streams(model: keras.Model) -> bool:
+    """Whether ``model``'s forward passes stream in bands of rows (an FCN of
+    :func:`fcn.build_model`, checked against its :class:`~fcn.model.Topology`); else they run
+    whole, and a warning said why once.
+
+    Example:
+        >>> from fcn import build_model
+        >>> streams(build_model("fcn8s", weights=None, width=1 / 16))
+        True
+    """
+    return _streamed(model) is not None
 
 
 def compiled_forward(
     model: keras.Model, output: Output = "logits"
 ) -> Callable[[np.ndarray], tf.Tensor]:
-    """Inference with ``model`` as ``tf.function``s (streamed, or whole up to
-    :data:`WHOLE_PIXELS`), each traced once per input dtype for every batch and image size.
+    """Inference with ``model`` as ``tf.function``s (streamed, or whole where
+    :func:`~fcn.inference.budget.runs_whole`), each traced once per input dtype for every batch
+    and image size.
 
     Args:
         model: an FCN from :func:`fcn.build_model` (or any image -> logits model, run whole).
@@ -430,9 +447,8 @@ def compiled_forward(
                 return tf.zeros([*images.shape[:3], classes], tf.float32)
             if streamed is None:
                 return traced[whole, images.dtype](images)
-            n, height, width = images.shape[:3]
-            padded = n * (height + 2 * streamed.pad) * (width + 2 * streamed.pad)
-            return traced[whole if padded <= WHOLE_PIXELS else banded, images.dtype](images)
+            small = budget.runs_whole(*images.shape[:3], streamed.pad)
+            return traced[whole if small else banded, images.dtype](images)
 
         cache[output] = forward
     return cache[output]

@@ -1,8 +1,8 @@
 """Whole-image FCN inference in overlapping tiles, for images larger than a pixel budget.
 
-Each tile runs through :func:`fcn.forward.compiled_forward`, which already streams in bands of
-rows, so tiles are for images beyond what one streamed pass should hold (25M pixels by default,
-:func:`fcn.forward.default_max_pixels`) or for an explicit, smaller ``max_pixels``.
+Each tile runs through :func:`fcn.inference.streamed.compiled_forward`, which already streams in
+bands of rows, so tiles are for images beyond what one streamed pass should hold
+(:class:`fcn.inference.budget.Budget`) or for an explicit, smaller ``max_pixels``.
 
 Geometry of the FCN graph (:mod:`fcn.model`): output stride 32 (pools round up), conv1_1 sees the
 input padded by 100 pixels of mean colour, and an output pixel depends on input pixels up to
@@ -21,7 +21,8 @@ from typing import NamedTuple
 import keras
 import numpy as np
 
-from fcn.forward import Output, compiled_forward
+from fcn.inference.budget import fits_one_pass
+from fcn.inference.streamed import Output, compiled_forward
 
 STRIDE = 32
 """Output stride of every FCN variant: tile origins are multiples of it."""
@@ -66,7 +67,7 @@ def plan_tiles(
     """
     if margin % STRIDE:
         raise ValueError(f"margin must be a multiple of {STRIDE}, got {margin}")
-    if height * width <= max_pixels:
+    if fits_one_pass(height, width, max_pixels):
         whole = (slice(0, height), slice(0, width))
         return [Tile(whole, whole, whole)]
 
@@ -102,7 +103,8 @@ def predict_tiled(
         image: one RGB image, (H, W, 3), uint8 or float in 0..255.
         max_pixels: most input pixels (rows x columns) per forward pass.
         margin: context around each kept part, pixels, a multiple of 32.
-        output: ``"logits"`` or ``"labels"``, as in :func:`fcn.forward.compiled_forward`.
+        output: ``"logits"`` or ``"labels"``, as in
+            :func:`fcn.inference.streamed.compiled_forward`.
 
     Yields:
         ``region``, a (rows, cols) pair of slices of the image, and the output for that region:

@@ -1,14 +1,15 @@
 """Memory-bounded evaluation at full resolution: one streaming confusion matrix, no predictions.
 
-Images are scored against their original label maps. Each forward pass reads at most
-``max_pixels`` input pixels: images of identical size are batched together (an FCN's logits at a
-pixel depend on pixels ~220 away, so padding images to a common canvas would change them; equal
-sizes keep batching exact), every other image runs alone, and an image larger than the budget
-runs in overlapping tiles (:mod:`fcn.tiling`). The forward pass streams through the image in
-bands of rows and leaves only class indices (:mod:`fcn.forward`); on the device they become
-int64 confusion counts, :data:`CONFUSION_PIXELS` at a time; only the (C, C) matrix is kept.
-Peak memory is one chunk plus a small buffer of not yet batched uint8 images, whatever the
-number of images.
+Images are scored against their original label maps, within a
+:class:`~fcn.inference.budget.Budget`: images of identical size are batched together up to its
+``batch_pixels`` (an FCN's logits at a pixel depend on pixels ~220 away, so padding images to a
+common canvas would change them; equal sizes keep batching exact), every other image runs
+alone, and an image above its ``max_pixels`` runs in overlapping tiles
+(:mod:`fcn.inference.tiling`). The forward pass streams through the image in bands of rows and
+leaves only class indices (:mod:`fcn.inference.streamed`); they become int64 confusion counts
+(:class:`~fcn.metrics.ConfusionMatrix`), ``CONFUSION_PIXELS`` at a time; only the (C, C) matrix
+is kept. Peak memory is one chunk plus a small buffer of not yet batched uint8 images, whatever
+the number of images.
 """
 
 from __future__ import annotations
@@ -21,21 +22,12 @@ import numpy as np
 import tensorflow as tf
 
 from fcn.data.errors import data_errors_named
-from fcn.forward import compiled_forward, default_max_pixels
-from fcn.metrics import confusion_matrix
+from fcn.inference import budget
+from fcn.inference.streamed import compiled_forward, streams
+from fcn.inference.tiling import DEFAULT_MARGIN, predict_tiled
+from fcn.metrics import ConfusionMatrix
 from fcn.model import class_names as model_class_names
 from fcn.results import EvaluationResult
-from fcn.tiling import DEFAULT_MARGIN, predict_tiled
-
-BATCH_PIXELS = 2_000_000
-"""Default input pixels per batch of equal-size images: ten VOC images. Batching saves little on
-a CPU; the cap keeps a batch's memory (and the images waiting for batch mates) small."""
-
-CONFUSION_PIXELS = 2**20
-"""Pixels per confusion-matrix update: its int32 temporaries stay near 20 MB for any image."""
-
-BUFFER_CHUNKS = 4
-"""Images waiting for a batch mate of the same size hold at most this many chunks of pixels."""
 
 
 def _pairs(data, split: str, num_classes: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -55,7 +47,8 @@ def _batches(
     """Group pairs of equal size into batches of at most ``max_pixels`` pixels (or one image).
 
     Yields (N, H, W, 3) images and (N, H, W) labels. Images wait for batch mates while the
-    waiting pixels stay under ``BUFFER_CHUNKS * max_pixels``; then the fullest size goes first.
+    waiting pixels stay under ``budget.BUFFER_CHUNKS * max_pixels``; then the fullest size goes
+    first.
     """
     waiting: dict[tuple[int, int], list] = {}
 
@@ -73,7 +66,7 @@ def _batches(
         waiting.setdefault(size, []).append((image, label))
         if pixels(size) + size[0] * size[1] > max_pixels:
             yield flush(size)
-        while sum(pixels(s) for s in waiting) > BUFFER_CHUNKS * max_pixels:
+        while sum(pixels(s) for s in waiting) > budget.BUFFER_CHUNKS * max_pixels:
             yield flush(max(waiting, key=pixels))
     while waiting:
         yield flush(next(iter(waiting)))
@@ -98,10 +91,11 @@ def evaluate(
             indices, 255 (or anything >= C) not scored. Sizes may differ from pair to pair.
         split: VOC image set when ``data`` is a root (``"val"``, ``"train"``, ...).
         max_pixels: most input pixels per forward pass (batch x H x W); bounds peak memory.
-            Larger images run in tiles of at most this size. Default: batches of at most
-            :data:`BATCH_PIXELS`, and each image whole up to
-            :func:`fcn.forward.default_max_pixels` (25M pixels for a streamed FCN).
-        margin: context (pixels, multiple of 32) around each tile; see :mod:`fcn.tiling`.
+            Larger images run in tiles of at most this size. Default:
+            :meth:`fcn.inference.budget.Budget.default` (images whole up to 25M pixels for an
+            FCN that streams, batches up to 2M).
+        margin: context (pixels, multiple of 32) around each tile; see
+            :mod:`fcn.inference.tiling`.
         class_names: C names for the report; default: the model's
             (:func:`fcn.model.class_names`).
 
@@ -111,16 +105,15 @@ def evaluate(
     """
     num_classes = model.output_shape[-1]
     class_names = model_class_names(model) if class_names is None else class_names
-    confusion = tf.Variable(tf.zeros((num_classes, num_classes), tf.int64), trainable=False)
+    matrix = ConfusionMatrix(num_classes)
     forward = compiled_forward(model, "labels")
-    batch_pixels = max_pixels or BATCH_PIXELS
-    max_pixels = max_pixels or default_max_pixels(model)
+    limits = budget.Budget.default(streams(model), max_pixels)
 
     def count(labels, predictions):
         labels, predictions = np.reshape(labels, [-1]), tf.reshape(predictions, [-1])
-        for start in range(0, labels.size, CONFUSION_PIXELS):
-            part = slice(start, start + CONFUSION_PIXELS)
-            confusion.assign_add(confusion_matrix(labels[part], predictions[part], num_classes))
+        for start in range(0, labels.size, budget.CONFUSION_PIXELS):
+            part = slice(start, start + budget.CONFUSION_PIXELS)
+            matrix.update(labels[part], predictions[part])
 
     num_images = 0
 
@@ -128,18 +121,19 @@ def evaluate(
         nonlocal num_images
         for image, label in pairs:
             num_images += 1
-            if image.shape[0] * image.shape[1] <= max_pixels:
+            if not limits.tiles(*image.shape[:2]):
                 yield image, label
                 continue
             for (rows, cols), predictions in predict_tiled(
-                model, image, max_pixels, margin, "labels"
+                model, image, limits.max_pixels, margin, "labels"
             ):
                 count(label[rows, cols], predictions)
 
     with data_errors_named():
-        for images, labels in _batches(counted(_pairs(data, split, num_classes)), batch_pixels):
+        pairs = counted(_pairs(data, split, num_classes))
+        for images, labels in _batches(pairs, limits.batch_pixels):
             count(labels, forward(images))
-    return EvaluationResult(confusion.numpy(), tuple(class_names), num_images)
+    return EvaluationResult(matrix, tuple(class_names), num_images)
 
 
 class EvaluationCallback(keras.callbacks.Callback):
