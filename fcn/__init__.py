@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 from fcn import data
 from fcn.classes import IGNORE_LABEL, NUM_CLASSES, VOC_CLASSES
+from fcn.config import TrainConfig
 from fcn.device import OutOfMemoryError, enable_memory_growth, find_batch_size
 from fcn.inference.evaluate import EvaluationCallback, evaluate
 from fcn.inference.model_files import load_model
@@ -33,6 +34,7 @@ __all__ = [
     "VARIANTS",
     "VOC_CLASSES",
     "OutOfMemoryError",
+    "TrainConfig",
     "TrainResult",
     "__version__",
     "build_model",

@@ -7,9 +7,13 @@ User errors (missing files, bad data, no model, out of memory, ...) print one li
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
+from argparse import BooleanOptionalAction
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, get_args, get_type_hints
 
 import fcn
 from fcn.inference.budget import STREAMED_MAX_PIXELS
@@ -22,20 +26,9 @@ USER_ERRORS = (OSError, ValueError, NotImplementedError, RuntimeError)
 OutOfMemoryError and WeightsUnavailableError are RuntimeErrors)."""
 
 
-def _weights(value: str) -> str | None:
-    return None if value.lower() == "none" else value
-
-
 def _cmd_train(args) -> int:
-    result = fcn.train(
-        args.voc_root, sbd_root=args.sbd, run_dir=args.run_dir, variant=args.variant,
-        weights=args.weights, width=args.width, num_classes=args.num_classes,
-        class_names=args.class_names, recipe=args.recipe, epochs=args.epochs,
-        steps_per_epoch=args.steps_per_epoch, crop_size=args.crop_size,
-        batch_size=args.batch_size, learning_rate=args.learning_rate,
-        accumulate=args.accumulate, mixed_precision=args.mixed_precision, resume=args.resume,
-        seed=args.seed, val_every=args.val_every,
-    )  # fmt: skip
+    config = fcn.TrainConfig(**{f.name: getattr(args, f.name) for f in _train_options()})
+    result = fcn.train(args.voc_root, config, sbd_root=args.sbd)
     print(f"run directory: {result.run_dir}")
     print(f"best model: {result.best_checkpoint or '(no validation: see the epoch checkpoint)'}")
     if result.failure:
@@ -115,13 +108,49 @@ def _cmd_info(args) -> int:
     return 0
 
 
+def _train_options() -> list[dataclasses.Field]:
+    """The fields of :class:`fcn.TrainConfig` that ``fcn train`` has an option for."""
+    return [f for f in dataclasses.fields(fcn.TrainConfig) if f.metadata.get("cli", True)]
+
+
+def _option(field: dataclasses.Field) -> dict[str, Any]:
+    """``add_argument`` keywords for ``field``: its default, help and choices, a flag for a bool
+    (``--x`` / ``--no-x`` where None means unset), else its type, with ``none`` for None where
+    the default is not None (``--weights none``, ``--seed none``)."""
+    hint = get_type_hints(fcn.TrainConfig)[field.name]
+    members = set(get_args(hint) or (hint,))
+    text = field.metadata["help"].replace("%", "%%")
+    if field.default is not None and field.default is not False:
+        text += " (default: %(default)s)"
+    option = {"default": field.default, "help": text}
+    if bool in members:
+        option["action"] = "store_true" if field.default is False else BooleanOptionalAction
+        return option
+    parse = next((t for t in (int, float) if t in members), str)
+    if type(None) in members and field.default is not None:
+        parse = _or_none(parse)
+    return {**option, "type": parse, "choices": field.metadata.get("choices")}
+
+
+def _or_none(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse``, reading ``none`` (any case) as None."""
+
+    def parse_or_none(value: str) -> Any:
+        return None if value.lower() == "none" else parse(value)
+
+    parse_or_none.__name__ = parse.__name__  # argparse names it in "invalid int value"
+    return parse_or_none
+
+
 EXAMPLES = {
     "train": """examples:
   fcn train data/VOCdevkit/VOC2012                       # FCN-8s from VGG16, VOC train/val
   fcn train data/VOCdevkit/VOC2012 --sbd data/benchmark_RELEASE   # train_aug / seg11valid
   fcn train VOC2012 --recipe paper --run-dir runs/paper   # the paper's batch-1 recipe
   fcn train VOC2012 --batch-size 20 --accumulate 10 --mixed-precision mixed_float16
-  fcn train VOC2012 --run-dir runs/fcn8s --resume         # continue after a crash""",
+  fcn train VOC2012 --run-dir runs/fcn8s --resume         # continue after a crash
+  fcn train VOC2012 --variant fcn32s                      # staged training: FCN-32s first,
+  fcn train VOC2012 --variant fcn16s --init-from runs/fcn32s/best.keras   # then FCN-16s""",
     "evaluate": """examples:
   fcn evaluate runs/fcn8s/best.keras data/VOCdevkit/VOC2012 --split val
   fcn evaluate weights/fcn8s-voc.keras VOC2012 --json val.json --plot confusion.png""",
@@ -163,24 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("train", _cmd_train, "train an FCN on Pascal VOC (and SBD)")
     p.add_argument("voc_root", help="VOCdevkit/VOC2012 folder")
     p.add_argument("--sbd", help="SBD benchmark_RELEASE folder: train_aug + seg11valid")
-    p.add_argument("--run-dir", default="runs/fcn8s", help="checkpoints and logs (runs/fcn8s)")
-    p.add_argument("--variant", default="fcn8s", choices=fcn.VARIANTS)
-    p.add_argument("--weights", default="imagenet", type=_weights,
-                   help="imagenet (default), a VGG16 weights file, or none")  # fmt: skip
-    p.add_argument("--width", type=float, default=1.0, help="channel multiplier (1.0)")
-    p.add_argument("--num-classes", type=int, help="classes, background included (21: VOC)")
-    p.add_argument("--class-names", help="text file of class names, one per line, class 0 first")
-    p.add_argument("--recipe", default="practical", choices=["practical", "paper"])
-    p.add_argument("--epochs", type=int, default=50)
-    p.add_argument("--steps-per-epoch", type=int, help="default: one pass over the images")
-    p.add_argument("--crop-size", type=int, help="override the recipe's crop (320)")
-    p.add_argument("--batch-size", type=int, help="global batch (recipe: 8; paper: 1)")
-    p.add_argument("--learning-rate", type=float)
-    p.add_argument("--accumulate", type=int, default=1, help="batches per optimizer update")
-    p.add_argument("--mixed-precision", choices=["mixed_float16", "mixed_bfloat16"])
-    p.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--val-every", type=int, default=1, help="epochs between evaluations")
+    for field in _train_options():
+        p.add_argument(f"--{field.name.replace('_', '-')}", **_option(field))
 
     p = command("evaluate", _cmd_evaluate, "score a model at full resolution (streaming)")
     p.add_argument("model", help=".keras model file")

@@ -12,12 +12,14 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import keras
 import tensorflow as tf
 
-from fcn.checkpoint import BEST_FILE, RunCheckpoint, read_state
+from fcn.checkpoint import BEST_FILE, STATE_FILE, RunCheckpoint, read_state
 from fcn.classes import NUM_CLASSES
+from fcn.config import TrainConfig
 from fcn.data.errors import data_errors_named
 from fcn.device import (
     OutOfMemoryError,
@@ -26,9 +28,12 @@ from fcn.device import (
     find_batch_size,
     training_memory_estimate,
 )
-from fcn.inference.model_files import load_checkpoint
+from fcn.inference.model_files import load_checkpoint, load_model
 from fcn.model import build_model
 from fcn.recipes import RECIPES, Recipe, segmentation_loss, skip_kernel_lr_mults, update_order
+
+if TYPE_CHECKING:
+    from fcn.data import SegmentationFiles
 
 
 @dataclass
@@ -134,73 +139,43 @@ def compile_for_training(
 
 def train(
     voc_root: str | os.PathLike | None = None,
+    config: TrainConfig | None = None,
     *,
     sbd_root: str | os.PathLike | None = None,
-    train_files=None,
-    val_files=None,
-    run_dir: str | os.PathLike = "runs/fcn8s",
-    variant: str = "fcn8s",
-    weights: str | None = "imagenet",
-    width: float = 1.0,
-    num_classes: int | None = None,
-    class_names: Sequence[str] | str | os.PathLike | None = None,
-    recipe: str = "practical",
-    epochs: int = 50,
-    steps_per_epoch: int | None = None,
-    crop_size: int | None = None,
-    batch_size: int | None = None,
-    learning_rate: float | None = None,
-    augment: bool | None = None,
-    accumulate: int = 1,
-    mixed_precision: str | None = None,
+    train_files: SegmentationFiles | None = None,
+    val_files: SegmentationFiles | Sequence | None = None,
     strategy: tf.distribute.Strategy | None = None,
-    resume: bool = False,
-    seed: int | None = 0,
-    val_every: int = 1,
-    val_max_pixels: int | None = None,
-    callbacks: list[keras.callbacks.Callback] | tuple = (),
-    verbose: int | str = "auto",
+    callbacks: Sequence[keras.callbacks.Callback] = (),
+    **overrides: Any,
 ) -> TrainResult:
     """Train an FCN on Pascal VOC (or any image/label files) and keep the best model.
 
     Defaults, with nothing but ``voc_root``: FCN-8s from VGG16 ImageNet weights; VOC 2012 train
     for training and VOC 2012 val for validation (with ``sbd_root``: train_aug, 10,582 images, and
     seg11valid, 736 images); the ``practical`` recipe (:data:`fcn.recipes.RECIPES`: 320x320
-    augmented crops, batch 8, SGD momentum 0.9, lr 1e-3 with a poly schedule, Caffe weight decay
+    augmented crops, batch 8, SGD momentum 0.9, lr 1e-4 with a poly schedule, Caffe weight decay
     5e-4); 50 epochs of ``len(train_files) // batch_size`` steps; full-resolution streaming
     evaluation after every epoch; the best model by validation mean IoU in
     ``run_dir/best.keras``.
 
     Args:
         voc_root: a ``VOCdevkit/VOC2012`` (or ``VOC2012``) folder.
+        config: how to train (default: ``TrainConfig()``).
         sbd_root: an SBD ``benchmark_RELEASE`` folder: train on train_aug, validate on seg11valid.
         train_files, val_files: :class:`fcn.data.SegmentationFiles` instead of VOC splits
-            (``val_files=()`` trains without validation).
-        run_dir: where checkpoints, ``state.json``, ``log.csv`` and TensorBoard logs go.
-        variant, weights, width, num_classes, class_names: passed to :func:`fcn.build_model`
-            (default: 21 VOC classes; ``class_names`` a list or a file of one name per line,
-            stored in every checkpoint). The data are checked against the model's class
-            count: a label outside ``0..num_classes-1`` (other than 255) raises DataError.
-        recipe: ``"practical"`` or ``"paper"`` (one whole image per step, momentum 0.99).
-        epochs: total epochs, counting those done before a resume.
-        steps_per_epoch: batches per epoch (default: one pass over the training files).
-        crop_size, batch_size, learning_rate, augment: override the recipe; ``batch_size`` is global
-            (split across replicas) and counts crops per optimiser update before accumulation.
-        accumulate: average the gradients of this many batches per update (an effective batch
-            of ``accumulate x batch_size`` in the memory of one batch).
-        mixed_precision: ``"mixed_float16"`` or ``"mixed_bfloat16"``; logits stay float32.
+            (``val_files=()`` trains without validation). The data are checked against the
+            model's class count: a label outside ``0..num_classes-1`` (other than 255) raises
+            DataError.
         strategy: a ``tf.distribute`` strategy; default :func:`fcn.device.choose_strategy`
             (several GPUs: mirrored). Multi-worker (``TF_CONFIG``) raises NotImplementedError
             until keras-team/keras#20585 is fixed.
-        resume: continue ``run_dir`` from its last completed epoch, optimizer state and
-            learning-rate schedule position included.
-        seed: makes data order and augmentation reproducible (None: fresh randomness).
-        val_every: evaluate every this many epochs.
-        val_max_pixels: pixel budget per evaluation forward pass (see :func:`fcn.evaluate`).
         callbacks: more Keras callbacks.
-        verbose: Keras progress bar setting.
+        **overrides: every field of :class:`~fcn.config.TrainConfig` (``epochs=2``, ...),
+            replacing ``config``'s.
 
     Raises:
+        TypeError: an override that is no field of TrainConfig.
+        ValueError: an ``init_from`` model whose layers do not fit the new one.
         OutOfMemoryError: the first steps did not fit; the message gives the estimate and a
             batch size that fits on this device.
     """
@@ -208,13 +183,14 @@ def train(
     from fcn.inference.evaluate import EvaluationCallback
 
     enable_memory_growth()  # before the strategy or the model touch a GPU
-    settings = RECIPES[recipe]
-    overrides = {
-        "crop_size": crop_size, "batch_size": batch_size, "learning_rate": learning_rate,
-        "augment": augment,
+    config = _configure(config or TrainConfig(), overrides)
+    settings = RECIPES[config.recipe]
+    recipe_overrides = {
+        "crop_size": config.crop_size, "batch_size": config.batch_size,
+        "learning_rate": config.learning_rate, "augment": config.augment,
     }  # fmt: skip
     settings = dataclasses.replace(
-        settings, **{k: v for k, v in overrides.items() if v is not None}
+        settings, **{k: v for k, v in recipe_overrides.items() if v is not None}
     )
     train_files, val_files = _files(voc_root, sbd_root, train_files, val_files)
     strategy = strategy or choose_strategy()
@@ -223,15 +199,17 @@ def train(
             f"batch_size {settings.batch_size} does not split over "
             f"{strategy.num_replicas_in_sync} replicas"
         )
-    steps = steps_per_epoch or max(1, len(train_files) // settings.batch_size)
-    run_dir = Path(run_dir)
-    state = read_state(run_dir) if resume else None
-    if state is None and not resume and (run_dir / "state.json").exists():
+    epochs = config.epochs
+    steps = config.steps_per_epoch or max(1, len(train_files) // settings.batch_size)
+    run_dir = Path(config.run_dir or Path("runs", config.variant))
+    state = read_state(run_dir) if config.resume else None
+    if state is None and not config.resume and (run_dir / STATE_FILE).exists():
         raise FileExistsError(f"{run_dir} already holds a run: pass resume=True or a new run_dir")
 
     previous_policy = keras.mixed_precision.global_policy()
-    if mixed_precision:
-        keras.mixed_precision.set_global_policy(mixed_precision)
+    source = None if state else _initial_model(config.init_from)
+    if config.mixed_precision:
+        keras.mixed_precision.set_global_policy(config.mixed_precision)
     try:
         with strategy.scope():
             if state:
@@ -239,20 +217,25 @@ def train(
                 model.optimizer.update_after = update_order(model)
             else:
                 model = build_model(
-                    variant, num_classes, weights, width=width, class_names=class_names
-                )
+                    config.variant, config.num_classes, config.weights, width=config.width,
+                    class_names=config.class_names, init_from=source,
+                )  # fmt: skip
+                if source is not None:
+                    _check_initialised(model, source, config.init_from)
                 compile_for_training(
-                    model, settings, epochs * steps, accumulate, pretrained=weights is not None
-                )
+                    model, settings, epochs * steps, config.accumulate,
+                    pretrained=config.weights is not None,
+                )  # fmt: skip
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
+    del source  # copied: its memory is free before training
 
     classes = model.output_shape[-1]  # also a resumed run's
     evaluation = []
     if val_files:
-        budget = {"max_pixels": val_max_pixels} if val_max_pixels else {}
+        budget = {"max_pixels": config.val_max_pixels} if config.val_max_pixels else {}
         val_data = data.eval_dataset(val_files, num_classes=classes)
-        evaluation = [EvaluationCallback(val_data, every=val_every, **budget)]
+        evaluation = [EvaluationCallback(val_data, every=config.val_every, **budget)]
     checkpoint = RunCheckpoint(run_dir)
     all_callbacks = [
         keras.callbacks.TerminateOnNaN(),  # mid-epoch, on the loss
@@ -265,13 +248,13 @@ def train(
     initial_epoch = state["epoch"] if state else 0
     if initial_epoch < epochs:
         dataset = strategy.distribute_datasets_from_function(
-            input_fn(train_files, settings, seed, classes)
+            input_fn(train_files, settings, config.seed, classes)
         )
         try:
             with data_errors_named():
                 model.fit(  # shuffle=False: the dataset already shuffles its file list
                     dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps,
-                    callbacks=all_callbacks, verbose=verbose, shuffle=False,
+                    callbacks=all_callbacks, verbose=config.verbose, shuffle=False,
                 )  # fmt: skip
         except tf.errors.ResourceExhaustedError as err:
             raise _out_of_memory(model, settings) from err
@@ -283,6 +266,43 @@ def train(
         run_dir=run_dir,
         failure=checkpoint.failure,
     )
+
+
+def _configure(config: TrainConfig, overrides: dict[str, Any]) -> TrainConfig:
+    """``config`` with ``overrides`` (TrainConfig field names) replaced."""
+    names = [f.name for f in dataclasses.fields(TrainConfig)]
+    unknown = sorted(set(overrides) - set(names))
+    if unknown:
+        raise TypeError(
+            f"train() got unknown argument(s) {', '.join(unknown)}; the TrainConfig fields "
+            f"are {', '.join(names)}"
+        )
+    return dataclasses.replace(config, **overrides)
+
+
+def _initial_model(path: str | os.PathLike | None) -> keras.Model | None:
+    """The trained model at ``path`` (safe mode, checksum checked) that initialises a staged
+    run; None without a path."""
+    return None if path is None else load_model(path)
+
+
+def _check_initialised(model: keras.Model, source: keras.Model, path: str | os.PathLike) -> None:
+    """Raise ValueError if a layer of ``model`` that ``source`` also has (by name) could not
+    take its weights (another width or class count)."""
+    names = {layer.name for layer in source.layers}
+    mismatched = []
+    for layer in model.layers:
+        if layer.weights and layer.name in names:
+            theirs = [tuple(w.shape) for w in source.get_layer(layer.name).weights]
+            ours = [tuple(w.shape) for w in layer.weights]
+            if theirs != ours:
+                mismatched.append(f"{layer.name} {theirs[0]} there, {ours[0]} here")
+    if mismatched:
+        raise ValueError(
+            f"init_from {os.fspath(path)} does not fit the new model: "
+            f"{'; '.join(mismatched[:3])}{' and more' if len(mismatched) > 3 else ''}. "
+            "Train with its width and class count."
+        )
 
 
 def _out_of_memory(model: keras.Model, settings) -> OutOfMemoryError:

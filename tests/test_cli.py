@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -118,6 +119,50 @@ def test_evaluate_and_train_user_errors(model_file, tmp_path, capsys):
         assert main(args) == 2
         err = capsys.readouterr().err
         assert err.startswith("fcn: error:") and fragment in err and len(err.splitlines()) == 1
+
+
+def test_train_options_are_train_config_fields_with_its_defaults():
+    parser = build_parser()
+    args = parser.parse_args(["train", "VOC"])
+    options = {f.name for f in dataclasses.fields(fcn.TrainConfig) if f.metadata.get("cli", True)}
+    assert {f.name for f in dataclasses.fields(fcn.TrainConfig)} - options == {"verbose"}
+    default = fcn.TrainConfig()
+    for name in options:
+        assert getattr(args, name) == getattr(default, name), name
+    train = parser._subparsers._group_actions[0].choices["train"]
+    helps = {action.dest: action.help for action in train._actions}
+    for field in dataclasses.fields(fcn.TrainConfig):
+        if field.name in options:
+            assert helps[field.name].startswith(field.metadata["help"].replace("%", "%%"))
+
+
+def test_train_options_land_in_the_config(monkeypatch, tmp_path, capsys):
+    """Every kind of option (choices, none for None, a number, a flag, --no-x) reaches the
+    TrainConfig that fcn.train receives, and the staged-training example parses."""
+    calls = []
+
+    def fake_train(voc_root, config, *, sbd_root):
+        calls.append((voc_root, config, sbd_root))
+        return fcn.TrainResult(model=None, history=[], best_checkpoint=None, run_dir=tmp_path)
+
+    monkeypatch.setattr(fcn, "train", fake_train)
+    args = ["train", "VOC", "--sbd", "SBD", "--variant", "fcn16s", "--init-from", "a.keras"]
+    args += ["--weights", "none", "--seed", "None", "--learning-rate", "1e-3", "--resume"]
+    args += ["--no-augment", "--mixed-precision", "mixed_bfloat16", "--val-max-pixels", "9"]
+    assert main(args) == 0
+    expected = fcn.TrainConfig(
+        variant="fcn16s", init_from="a.keras", weights=None, seed=None, learning_rate=1e-3,
+        resume=True, augment=False, mixed_precision="mixed_bfloat16", val_max_pixels=9,
+    )  # fmt: skip
+    assert calls == [("VOC", expected, "SBD")]
+    examples = [line.split("#")[0].split() for line in EXAMPLES["train"].splitlines()[1:]]
+    for example in examples:
+        assert main(example[1:]) == 0, example
+    assert calls[-1][1] == fcn.TrainConfig(variant="fcn16s", init_from="runs/fcn32s/best.keras")
+    assert len(calls) == 1 + len(examples)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "VOC", "--recipe", "fast"])
+    assert "invalid choice: 'fast'" in capsys.readouterr().err
 
 
 def test_train_runs_and_resumes(tmp_path, capsys):

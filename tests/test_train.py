@@ -200,6 +200,62 @@ def test_run_directory_is_consistent_and_refuses_to_overwrite(shapes, tmp_path):
         fcn.train(train_files=shapes, val_files=(), run_dir=tmp_path, epochs=1, **TINY_RUN)
 
 
+def test_unknown_override_raises_type_error_naming_it_and_the_fields(shapes, tmp_path):
+    with pytest.raises(TypeError, match=r"unknown argument\(s\) epoch;.* epochs,") as info:
+        fcn.train(train_files=shapes, val_files=(), run_dir=tmp_path, epoch=1, **TINY_RUN)
+    assert "init_from" in str(info.value)
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())  # refused before anything ran
+
+
+class Initial(keras.callbacks.Callback):
+    """The weights of ``layers`` when training begins."""
+
+    def __init__(self, layers: list[str]):
+        super().__init__()
+        self.layers = layers
+
+    def on_train_begin(self, logs=None):
+        self.weights = {name: self.model.get_layer(name).get_weights() for name in self.layers}
+
+
+def test_staged_training_starts_fcn16s_from_a_trained_fcn32s(shapes, tmp_path):
+    """The paper's staged training through train(): FCN-16s starts with FCN-32s's trained
+    weights (VGG body, fc6/fc7, score_fr) and a zero score_pool4; resuming the FCN-16s run takes
+    its checkpoint and does not read init_from again."""
+    run = dict(train_files=shapes, val_files=(), steps_per_epoch=1, crop_size=64, batch_size=2)
+    fcn.train(run_dir=tmp_path / "32s", variant="fcn32s", epochs=1, **run, **TINY_RUN)
+    coarse_file = tmp_path / "32s" / "epoch-0001.keras"
+    coarse = keras.models.load_model(coarse_file)
+    assert np.any(coarse.get_layer("score_fr").kernel.numpy())  # trained: no longer its zeros
+    layers = ["conv1_1", "fc6", "score_fr", "score_pool4"]
+    initial = Initial(layers)
+    config = fcn.TrainConfig(run_dir=tmp_path / "16s", variant="fcn16s", init_from=coarse_file)
+    fcn.train(None, config, epochs=1, callbacks=[initial], **run, **TINY_RUN)
+    for name in ["conv1_1", "fc6", "score_fr"]:
+        for theirs, ours in zip(coarse.get_layer(name).get_weights(), initial.weights[name]):
+            np.testing.assert_array_equal(ours, theirs, err_msg=name)
+    assert not any(np.any(w) for w in initial.weights["score_pool4"])
+    fresh = fcn.build_model("fcn16s", 3, None, width=1 / 16)  # what it would start from
+    assert not np.array_equal(fresh.get_layer("conv1_1").kernel, initial.weights["conv1_1"][0])
+
+    missing = dataclasses.replace(config, init_from=tmp_path / "moved.keras")
+    resumed = fcn.train(None, missing, epochs=1, resume=True, **run, **TINY_RUN)
+    assert [row["epoch"] for row in resumed.history] == [0]
+    with pytest.raises(FileNotFoundError, match="moved.keras"):  # a new run does read it
+        fcn.train(None, missing, run_dir=tmp_path / "new", epochs=0, **run, **TINY_RUN)
+
+
+def test_init_from_a_model_of_another_class_count_is_refused_naming_the_layer(tmp_path):
+    source = fcn.build_model("fcn32s", 3, None, width=1 / 16)
+    source.save(tmp_path / "fcn32s.keras")
+    with pytest.raises(ValueError, match=r"score_fr \(1, 1, 256, 3\) there, \(1, 1, 256, 4\)"):
+        fcn.train(
+            train_files=fcn.data.voc_pairs(fcn.data.sample_voc_root(), "train"), val_files=(),
+            run_dir=tmp_path / "run", variant="fcn16s", init_from=tmp_path / "fcn32s.keras",
+            weights=None, width=1 / 16, num_classes=4, epochs=0,
+        )  # fmt: skip
+
+
 class Poison(keras.callbacks.Callback):
     """Fill ``layer``'s kernel with NaN when ``epoch`` begins."""
 
