@@ -21,6 +21,7 @@ from fcn.initialize import Unwritten, restore_initializers, write_glorot
 from fcn.layers import BilinearUpsampling, CaffeCrop, LeanConv2D, Scale, ScoreCrop
 from fcn.preprocessing import CaffePreprocess
 from fcn.vgg16 import (
+    FC_LAYERS,
     VGG_BLOCKS,
     body_layer_names,
     conv_name,
@@ -52,7 +53,7 @@ PREPROCESS_LAYER = "preprocess"
 PAD_LAYER = "pad"
 """The :data:`INPUT_PAD` zero padding in front of conv1_1."""
 
-HEAD_LAYERS: tuple[str, ...] = ("fc6", "drop6", "fc7", "drop7", "score_fr")
+HEAD_LAYERS: tuple[str, ...] = (FC_LAYERS[0], "drop6", FC_LAYERS[1], "drop7", "score_fr")
 """The layers after pool5, in order: the convolutionalised fully connected layers and the
 coarse scores."""
 

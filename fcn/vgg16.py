@@ -24,6 +24,10 @@ VGG_BLOCKS: tuple[tuple[int, int], ...] = ((2, 64), (2, 128), (3, 256), (3, 512)
 """(number of 3x3 convs, filters) of the five VGG16 blocks."""
 
 
+FC_LAYERS: tuple[str, str] = ("fc6", "fc7")
+"""The paper's names of VGG16's fully connected ``fc1`` and ``fc2``, turned into convolutions."""
+
+
 def conv_name(block: int, index: int) -> str:
     """The paper's name of the ``index``-th 3x3 conv of VGG block ``block`` (1-based): 'conv4_2'."""
     return f"conv{block}_{index}"
@@ -80,7 +84,7 @@ def vgg16_to_fcn_names() -> dict[str, str]:
         for b, (convs, _) in enumerate(VGG_BLOCKS, 1)
         for i in range(1, convs + 1)
     }
-    return {**names, "fc1": "fc6", "fc2": "fc7"}
+    return {**names, "fc1": FC_LAYERS[0], "fc2": FC_LAYERS[1]}
 
 
 def load_vgg16_weights(model: keras.Model, path: str) -> set[str]:
@@ -104,7 +108,7 @@ def load_vgg16_weights(model: keras.Model, path: str) -> set[str]:
     with f:
         datasets = h5_layer_weights(f)
         has_top = "fc1" in datasets and "fc2" in datasets
-        pairs = [(v, n) for v, n in vgg16_to_fcn_names().items() if has_top or n[:2] != "fc"]
+        pairs = [(v, n) for v, n in vgg16_to_fcn_names().items() if has_top or n not in FC_LAYERS]
         for vgg_name, fcn_name in pairs:  # check everything before writing anything
             target = model.get_layer(fcn_name)
             if vgg_name not in datasets:
