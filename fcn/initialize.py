@@ -44,6 +44,13 @@ class Unwritten(keras.initializers.Initializer):
 
     :func:`fcn.build_model` and :func:`load_keras_in_place` put the layer's real initializer
     back (:func:`restore_initializers`), so a saved model's config never names this class.
+
+    Example:
+        >>> layer = keras.layers.Conv2D(16, 3, kernel_initializer=Unwritten())
+        >>> layer.build((None, None, None, 8))  # a kernel of whatever the memory held
+        >>> write_glorot(layer.kernel)  # now written, slice by slice
+        >>> tuple(layer.kernel.shape)
+        (3, 3, 8, 16)
     """
 
     def __call__(self, shape, dtype=None):
@@ -75,7 +82,14 @@ def write_slices(variable, read: Callable[[RowBlock], np.ndarray]) -> None:
     (every forward pass) copies the whole kernel and every optimizer update copies it again;
     measured on the full FCN-8s, that was 513 MiB more per forward pass and ~800 MiB more per
     training step (``benchmarks/README.md``, issue 12). A copy on another device (a GPU) is
-    assembled in host memory and assigned whole."""
+    assembled in host memory and assigned whole.
+
+    Example:
+        >>> kernel = keras.Variable(np.zeros((2, 3, 4), "float32"))
+        >>> write_slices(kernel, lambda block: np.full((block[2] - block[1], 4), block[0][0]))
+        >>> kernel.numpy()[:, :, 0].tolist()  # each block's leading index
+        [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]
+    """
     *lead, _, cols = variable.shape
     value = variable.value
     # under a tf.distribute strategy: one copy per device, each written alike
@@ -118,7 +132,7 @@ def glorot_limit(shape: tuple[int, ...]) -> float:
 
     Example:
         >>> round(glorot_limit((7, 7, 512, 4096)), 6)
-        0.004906
+        0.005155
     """
     receptive = math.prod(shape[:-2])
     return math.sqrt(6 / (receptive * (shape[-2] + shape[-1])))
@@ -127,7 +141,14 @@ def glorot_limit(shape: tuple[int, ...]) -> float:
 def write_glorot(variable) -> None:
     """Fill ``variable`` in place with glorot-uniform values (Keras' default kernel
     initializer, bounds from the whole shape), from a generator seeded by Python's ``random``
-    (so :func:`keras.utils.set_random_seed` makes builds repeatable)."""
+    (so :func:`keras.utils.set_random_seed` makes builds repeatable).
+
+    Example:
+        >>> kernel = keras.Variable(np.zeros((3, 3, 8, 16), "float32"))
+        >>> write_glorot(kernel)
+        >>> bool(np.all(np.abs(kernel.numpy()) <= glorot_limit((3, 3, 8, 16)))), kernel.dtype
+        (True, 'float32')
+    """
     limit = glorot_limit(tuple(variable.shape))
     rng = np.random.default_rng(random.getrandbits(64))
 
@@ -146,7 +167,16 @@ def h5_layer_weights(f: h5py.File) -> dict[str, tuple[h5py.Dataset, ...]]:
     writes: the legacy one of its published files (a group per layer, listed in the file's
     ``layer_names``, each naming its datasets in ``weight_names``) or Keras 3's
     ``.weights.h5`` (``layers/<auto name>/vars/0, 1``, the layer's name in the ``vars`` group's
-    ``name`` attribute)."""
+    ``name`` attribute).
+
+    Example:
+        >>> import tempfile
+        >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, name="fc")])
+        >>> path = tempfile.mkdtemp() + "/model.weights.h5"; model.save_weights(path)
+        >>> with h5py.File(path) as f:
+        ...     {name: [w.shape for w in weights] for name, weights in h5_layer_weights(f).items()}
+        {'fc': [(4, 2), (2,)]}
+    """
 
     def text(value) -> str:
         return value.decode() if isinstance(value, bytes) else str(value)
@@ -168,14 +198,27 @@ def h5_layer_weights(f: h5py.File) -> dict[str, tuple[h5py.Dataset, ...]]:
 
 
 def kernel_fits(stored: tuple[int, ...], shape: tuple[int, ...]) -> bool:
-    """Whether a stored kernel is ``shape`` or its Dense view (prod(shape[:-1]), C_out)."""
+    """Whether a stored kernel is ``shape`` or its Dense view (prod(shape[:-1]), C_out).
+
+    Example:
+        >>> kernel_fits((25088, 4096), (7, 7, 512, 4096)), kernel_fits((4096,), (7, 7, 512, 4096))
+        (True, False)
+    """
     return stored == shape or stored == (int(np.prod(shape[:-1])), shape[-1])
 
 
 def dataset_reader(kernel: h5py.Dataset, shape: tuple[int, ...]):
     """Row blocks of the target kernel ``shape`` (..., C_in, C_out) read from ``kernel``,
     either of that shape or Keras' Dense (prod(...) * C_in, C_out): ``fc1`` (25088, 4096) holds
-    fc6's (7, 7, 512, 4096) in the same row-major order, so block rows map one to one."""
+    fc6's (7, 7, 512, 4096) in the same row-major order, so block rows map one to one.
+
+    Example:
+        >>> import tempfile
+        >>> with h5py.File(tempfile.mkdtemp() + "/dense.h5", "w") as f:
+        ...     dense = f.create_dataset("fc", data=np.arange(24.0).reshape(6, 4))  # (2 * 3, 4)
+        ...     dataset_reader(dense, (2, 3, 4))(((1,), 0, 3)).tolist()[0]  # kernel[1][0:3][0]
+        [12.0, 13.0, 14.0, 15.0]
+    """
     *lead, rows, _ = shape
 
     def read(block: RowBlock):
@@ -191,7 +234,15 @@ def dataset_reader(kernel: h5py.Dataset, shape: tuple[int, ...]):
 def restore_initializers(model: keras.Model) -> list[str]:
     """Give every layer with an :class:`Unwritten` kernel Keras' glorot-uniform initializer
     back (what its config then names); returns those layers' names. Their kernels must be
-    written (:func:`write_glorot`, :func:`write_slices`) by the caller."""
+    written (:func:`write_glorot`, :func:`write_slices`) by the caller.
+
+    Example:
+        >>> dense = keras.layers.Dense(2, kernel_initializer=Unwritten(), name="fc")
+        >>> model = keras.Sequential([keras.Input((4,)), dense])
+        >>> restore_initializers(model), type(dense.kernel_initializer).__name__
+        (['fc'], 'GlorotUniform')
+        >>> write_glorot(dense.kernel)  # its kernel: still to be written
+    """
     names = []
     for layer in model.layers:
         if isinstance(getattr(layer, "kernel_initializer", None), Unwritten):
@@ -217,7 +268,7 @@ def load_keras_in_place(path: str | os.PathLike, *, safe_mode: bool = True) -> k
         >>> import fcn, tempfile
         >>> path = tempfile.mkdtemp() + "/m.keras"
         >>> fcn.build_model("fcn8s", weights=None, width=1 / 16).save(path)
-        >>> load_keras_in_place(path).get_layer("fc6").kernel.shape
+        >>> tuple(load_keras_in_place(path).get_layer("fc6").kernel.shape)
         (7, 7, 32, 256)
     """
     if not zipfile.is_zipfile(path):

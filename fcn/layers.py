@@ -14,7 +14,15 @@ from fcn.conv_gradients import lean_conv2d
 
 
 def bilinear_filter(size: int) -> np.ndarray:
-    """The (size, size) bilinear interpolation kernel of the reference FCN ``surgery.py``."""
+    """The (size, size) bilinear interpolation kernel of the reference FCN ``surgery.py``.
+
+    Example:
+        >>> (bilinear_filter(4) * 16).astype(int)
+        array([[1, 3, 3, 1],
+               [3, 9, 9, 3],
+               [3, 9, 9, 3],
+               [1, 3, 3, 1]])
+    """
     factor = (size + 1) // 2
     center = factor - 1 if size % 2 == 1 else factor - 0.5
     rows, cols = np.ogrid[:size, :size]
@@ -27,6 +35,13 @@ class BilinearUpsampling(keras.initializers.Initializer):
 
     Each class is upsampled on its own, exactly as ``surgery.interp`` fills Caffe's
     ``Deconvolution`` weights.
+
+    Example:
+        >>> kernel = np.asarray(BilinearUpsampling()((4, 4, 2, 2)))
+        >>> kernel.shape, np.array_equal(kernel[:, :, 1, 1], bilinear_filter(4))
+        ((4, 4, 2, 2), True)
+        >>> int(np.count_nonzero(kernel[:, :, 0, 1]))  # class 0 never mixes into class 1
+        0
     """
 
     def __call__(self, shape, dtype=None):
@@ -46,6 +61,11 @@ class CaffeCrop(keras.layers.Layer):
 
     Called on ``[x, reference]``; the window starts ``offset`` pixels from the top-left corner of
     ``x`` on both axes. ``x`` is (N, H, W, C), ``reference`` is (N, h, w, any); output (N, h, w, C).
+
+    Example:
+        >>> x = np.arange(36, dtype="float32").reshape(1, 6, 6, 1)
+        >>> CaffeCrop(offset=2)([x, np.zeros((1, 2, 3, 5))])[0, :, :, 0].numpy().tolist()
+        [[14.0, 15.0, 16.0], [20.0, 21.0, 22.0]]
     """
 
     def __init__(self, offset: int, **kwargs):
@@ -70,7 +90,14 @@ class CaffeCrop(keras.layers.Layer):
 class ScoreCrop(CaffeCrop):
     """The last crop, onto the input's pixel grid, of an FCN's class scores: a
     :class:`CaffeCrop` that also names its C channels (``class_names``), so that a saved model
-    knows its classes."""
+    knows its classes.
+
+    Example:
+        >>> crop = ScoreCrop(31, class_names=["background", "cat"])
+        >>> scores = crop([np.zeros((1, 90, 90, 2)), np.zeros((1, 20, 30, 3))])  # onto the image
+        >>> tuple(scores.shape), crop.get_config()["class_names"]
+        ((1, 20, 30, 2), ('background', 'cat'))
+    """
 
     def __init__(self, offset: int, class_names: tuple[str, ...] | None = None, **kwargs):
         super().__init__(offset, **kwargs)
@@ -82,7 +109,12 @@ class ScoreCrop(CaffeCrop):
 
 @keras.saving.register_keras_serializable(package="fcn")
 class Scale(keras.layers.Layer):
-    """Multiply by a fixed constant (the at-once FCN-8s scales pool4 by 0.01, pool3 by 1e-4)."""
+    """Multiply by a fixed constant (the at-once FCN-8s scales pool4 by 0.01, pool3 by 1e-4).
+
+    Example:
+        >>> Scale(0.25)(np.array([[4.0, 8.0]], "float32")).numpy().tolist()
+        [[1.0, 2.0]]
+    """
 
     def __init__(self, factor: float, **kwargs):
         super().__init__(**kwargs)

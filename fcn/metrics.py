@@ -23,6 +23,11 @@ class Scores(NamedTuple):
         fw_iou: IoU weighted by each class's share of labelled pixels (``fwavacc``).
         iou: (C,) IoU per class (``iu``); NaN for a class neither labelled nor predicted.
         class_accuracy: (C,) recall per class, diag / row sum; NaN for a class never labelled.
+
+    Example:
+        >>> scores = ConfusionMatrix(np.array([[3, 1], [0, 4]])).scores()
+        >>> scores.pixel_accuracy, scores.iou.tolist(), scores.class_accuracy.tolist()
+        (0.875, [0.75, 0.8], [0.75, 1.0])
     """
 
     pixel_accuracy: float
@@ -45,7 +50,7 @@ class ConfusionMatrix:
     Example:
         >>> matrix = ConfusionMatrix(3).update([0, 1, 2, 255], [0, 1, 1, 0])
         >>> matrix.counts.sum(), round(matrix.scores().mean_iou, 4)
-        (np.int64(3), 0.6667)
+        (np.int64(3), 0.5)
         >>> (matrix + matrix).counts[1, 1]
         np.int64(2)
     """
@@ -140,6 +145,13 @@ class MeanIoU(keras.metrics.Metric):
     of pixels. ``keras.metrics.MeanIoU(C, ignore_class=255, sparse_y_pred=True)`` on argmax
     predictions agrees to ~1e-6: it also skips classes with an empty union and drops labels
     >= C, but accumulates in float32 (exact only to 2**24) and adds epsilon to the union.
+
+    Example:
+        >>> metric = MeanIoU(num_classes=2)
+        >>> logits = np.array([[[[5.0, 0.0], [0.0, 5.0], [5.0, 0.0], [0.0, 5.0]]]])  # 0, 1, 0, 1
+        >>> metric.update_state(np.array([[[0, 1, 1, 255]]]), logits)  # 255: not scored
+        >>> float(metric.result())
+        0.5
     """
 
     def __init__(self, num_classes: int = NUM_CLASSES, name: str = "mean_iou", **kwargs):

@@ -73,7 +73,12 @@ holding the class names)."""
 
 
 def skip_layer_names(pool: str) -> tuple[str, str]:
-    """(the at-once scaling, the score layer) of the skip branch off ``pool`` ("pool4")."""
+    """(the at-once scaling, the score layer) of the skip branch off ``pool`` ("pool4").
+
+    Example:
+        >>> skip_layer_names("pool4")
+        ('scale_pool4', 'score_pool4')
+    """
     return f"scale_{pool}", f"score_{pool}"
 
 
@@ -115,7 +120,13 @@ class Topology:
 
 
 def topology(variant: str) -> Topology:
-    """The :class:`Topology` of ``variant`` as :func:`build_model` builds it."""
+    """The :class:`Topology` of ``variant`` as :func:`build_model` builds it.
+
+    Example:
+        >>> t = topology("fcn8s_atonce")
+        >>> len(t.chain), t.branches["pool4"], t.upsampler
+        (23, ('scale_pool4', 'score_pool4'), 'upscore8')
+    """
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
     branches = {}
@@ -282,6 +293,12 @@ def transfer_weights(source: keras.Model, target: keras.Model) -> list[str]:
 
     Returns the names of the copied layers (for staged training: FCN-16s from FCN-32s copies the
     VGG body, fc6, fc7 and score_fr; score_pool4 stays at zero).
+
+    Example:
+        >>> fcn32s = build_model("fcn32s", weights=None, width=1 / 16)
+        >>> copied = transfer_weights(fcn32s, build_model("fcn16s", weights=None, width=1 / 16))
+        >>> len(copied), copied[-3:], "score_pool4" in copied
+        (16, ['fc6', 'fc7', 'score_fr'], False)
     """
     copied = []
     for layer in target.layers:

@@ -19,7 +19,14 @@ MEAN_RGB: tuple[int, int, int] = tuple(int(round(v)) for v in MEAN_BGR[::-1])
 
 @keras.saving.register_keras_serializable(package="fcn")
 class CaffePreprocess(keras.layers.Layer):
-    """RGB 0..255 (any dtype) -> float BGR minus the ImageNet mean. Shape (N, H, W, 3) kept."""
+    """RGB 0..255 (any dtype) -> float BGR minus the ImageNet mean. Shape (N, H, W, 3) kept.
+
+    Example:
+        >>> rgb = np.array([[[[124, 117, 104]]]], np.uint8)  # (1, 1, 1, 3)
+        >>> bgr = CaffePreprocess()(rgb)  # BGR, minus MEAN_BGR
+        >>> bgr.dtype, bgr.numpy().astype(float).round(3).tolist()
+        (tf.float32, [[[[0.061, 0.221, 0.32]]]])
+    """
 
     def call(self, images):
         x = keras.ops.cast(images, self.compute_dtype)

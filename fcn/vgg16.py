@@ -29,12 +29,22 @@ FC_LAYERS: tuple[str, str] = ("fc6", "fc7")
 
 
 def conv_name(block: int, index: int) -> str:
-    """The paper's name of the ``index``-th 3x3 conv of VGG block ``block`` (1-based): 'conv4_2'."""
+    """The paper's name of the ``index``-th 3x3 conv of VGG block ``block`` (1-based).
+
+    Example:
+        >>> conv_name(4, 2)
+        'conv4_2'
+    """
     return f"conv{block}_{index}"
 
 
 def pool_name(block: int) -> str:
-    """The paper's name of the max pool that ends VGG block ``block``: 'pool4'."""
+    """The paper's name of the max pool that ends VGG block ``block``.
+
+    Example:
+        >>> pool_name(4)
+        'pool4'
+    """
     return f"pool{block}"
 
 
@@ -52,7 +62,15 @@ def body_layer_names() -> tuple[str, ...]:
 
 
 class WeightsUnavailableError(RuntimeError):
-    """The VGG16 ImageNet file is not in Keras' cache and could not be downloaded."""
+    """The VGG16 ImageNet file is not in Keras' cache and could not be downloaded.
+
+    Raised by :func:`imagenet_weights_path` (and so by ``fcn.build_model(weights="imagenet")``)
+    with a message that names the file, the cache and the way out.
+
+    Example:
+        >>> issubclass(WeightsUnavailableError, RuntimeError)
+        True
+    """
 
 
 def imagenet_weights_path() -> str:
@@ -60,6 +78,18 @@ def imagenet_weights_path() -> str:
 
     The cache is ``$KERAS_HOME/models`` (default ``~/.keras/models``), read at call time; a
     cached file whose md5 differs from :data:`WEIGHTS_MD5` is fetched again, never used.
+
+    Raises:
+        WeightsUnavailableError: the file is not cached and cannot be fetched or stored.
+
+    Example:
+        >>> import tempfile, unittest.mock
+        >>> home = tempfile.mkdtemp()  # its "models" a file: no cache, fails before downloading
+        >>> open(os.path.join(home, "models"), "w").close()
+        >>> with unittest.mock.patch.dict(os.environ, KERAS_HOME=home):
+        ...     imagenet_weights_path()
+        Traceback (most recent call last):
+        fcn.vgg16.WeightsUnavailableError: VGG16 ImageNet weights are not available: ...
     """
     keras_home = os.environ.get("KERAS_HOME", os.path.expanduser("~/.keras"))
     cache = os.path.join(keras_home, "models")
@@ -78,7 +108,13 @@ def imagenet_weights_path() -> str:
 
 
 def vgg16_to_fcn_names() -> dict[str, str]:
-    """Keras VGG16 layer name -> FCN (Caffe) layer name, e.g. 'block4_conv2' -> 'conv4_2'."""
+    """Keras VGG16 layer name -> FCN (Caffe) layer name.
+
+    Example:
+        >>> names = vgg16_to_fcn_names()
+        >>> names["block4_conv2"], names["fc1"], len(names)
+        ('conv4_2', 'fc6', 15)
+    """
     names = {
         f"block{b}_conv{i}": conv_name(b, i)
         for b, (convs, _) in enumerate(VGG_BLOCKS, 1)
@@ -98,6 +134,19 @@ def load_vgg16_weights(model: keras.Model, path: str) -> set[str]:
         FileNotFoundError: no file at ``path``.
         ValueError: not a Keras VGG16 weights file; the message names the first missing layer
             or wrong shape.
+
+    Example:
+        >>> import fcn, tempfile
+        >>> model = fcn.build_model("fcn8s", weights=None, width=1 / 16)
+        >>> path = tempfile.mkdtemp() + "/vgg16.h5"
+        >>> with h5py.File(path, "w") as f:  # Keras' VGG16 layout, this small model's shapes
+        ...     for vgg, ours in vgg16_to_fcn_names().items():
+        ...         f[vgg + "/kernel"], f[vgg + "/bias"] = model.get_layer(ours).get_weights()
+        ...         f[vgg].attrs["weight_names"] = ["kernel", "bias"]
+        ...     f.attrs["layer_names"] = list(vgg16_to_fcn_names())
+        >>> written = load_vgg16_weights(model, path)
+        >>> len(written), sorted(written)[:2], "fc6" in written
+        (15, ['conv1_1', 'conv1_2'], True)
     """
     if not os.path.exists(path):
         raise FileNotFoundError(f"VGG16 weights file not found: {path}")

@@ -87,11 +87,21 @@ class Budget:
 
 def fits_one_pass(height: int, width: int, max_pixels: int) -> bool:
     """Whether a (height, width) image runs in one forward pass of at most ``max_pixels``
-    input pixels (else: in tiles)."""
+    input pixels (else: in tiles).
+
+    Example:
+        >>> fits_one_pass(375, 500, WHOLE_MAX_PIXELS), fits_one_pass(4000, 6000, WHOLE_MAX_PIXELS)
+        (True, False)
+    """
     return height * width <= max_pixels
 
 
 def runs_whole(batch: int, height: int, width: int, pad: int) -> bool:
     """Whether a streamable pass of ``batch`` images of (height, width) pixels, padded by
-    ``pad`` per side, is small enough (:data:`WHOLE_PIXELS`) to run whole."""
+    ``pad`` per side, is small enough (:data:`WHOLE_PIXELS`) to run whole.
+
+    Example:
+        >>> runs_whole(1, 100, 100, pad=100), runs_whole(1, 375, 500, pad=100)
+        (True, False)
+    """
     return batch * (height + 2 * pad) * (width + 2 * pad) <= WHOLE_PIXELS

@@ -102,6 +102,15 @@ def evaluate(
     Returns:
         An :class:`~fcn.results.EvaluationResult`: pixel accuracy, mean accuracy, mean IoU,
         frequency-weighted IoU, per-class IoU, the int64 confusion matrix, images and pixels.
+
+    Example:
+        >>> import fcn
+        >>> model = fcn.build_model("fcn8s", weights=None, width=1 / 16)
+        >>> image, label = np.zeros((40, 60, 3), np.uint8), np.zeros((40, 60), np.uint8)
+        >>> label[:10] = 255  # void: not scored
+        >>> result = evaluate(model, [(image, label)] * 2)
+        >>> result.num_images, result.confusion.shape, int(result.confusion.sum())
+        (2, (21, 21), 3600)
     """
     num_classes = model.output_shape[-1]
     class_names = model_class_names(model) if class_names is None else class_names
@@ -146,6 +155,15 @@ class EvaluationCallback(keras.callbacks.Callback):
     kept in :attr:`result`. With ``every > 1`` the other epochs have no ``val_*`` scores, and
     ``ModelCheckpoint(save_best_only=True)`` skips them with a warning. An epoch after which
     training stops (``model.stop_training``, e.g. non-finite weights) is not evaluated.
+
+    Example:
+        >>> import fcn
+        >>> model = fcn.build_model("fcn8s", weights=None, width=1 / 16)
+        >>> model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        >>> x, y = np.zeros((1, 32, 32, 3), np.uint8), np.zeros((1, 32, 32), np.uint8)
+        >>> history = model.fit(x, y, verbose=0, callbacks=[EvaluationCallback(list(zip(x, y)))])
+        >>> sorted(history.history)
+        ['loss', 'val_fw_iou', 'val_mean_accuracy', 'val_mean_iou', 'val_pixel_accuracy']
     """
 
     def __init__(self, data, every: int = 1, split: str = "val", **evaluate_kwargs):

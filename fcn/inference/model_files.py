@@ -44,6 +44,16 @@ def check_sum(path: str | os.PathLike) -> None:
 
     Raises:
         ValueError: the file's SHA-256 differs from the listed one (damaged or replaced).
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp(), "m.keras")
+        >>> _ = path.write_bytes(b"model"), (path.parent / CHECKSUM_FILE).write_text(
+        ...     hashlib.sha256(b"model").hexdigest() + "  m.keras")
+        >>> check_sum(path)  # listed and equal: nothing to say
+        >>> _ = path.write_bytes(b"changed"); check_sum(path)
+        Traceback (most recent call last):
+        ValueError: ...m.keras: SHA-256 differs from ...SHA256SUMS: the file is damaged or replaced
     """
     path = Path(path)
     sums = path.parent / CHECKSUM_FILE
@@ -73,6 +83,13 @@ def default_model_path() -> Path:
 
     Raises:
         FileNotFoundError: there is none; the message says where it looked and how to make one.
+
+    Example:
+        >>> import tempfile, unittest.mock
+        >>> folder = tempfile.mkdtemp(); Path(folder, DEFAULT_MODEL_FILE).touch()
+        >>> with unittest.mock.patch.dict(os.environ, FCN_WEIGHTS_DIR=folder):
+        ...     default_model_path() == Path(folder, DEFAULT_MODEL_FILE)
+        True
     """
     for folder in weights_dirs():
         if (folder / DEFAULT_MODEL_FILE).exists():
@@ -105,6 +122,15 @@ def load_model(path: str | os.PathLike | None = None) -> keras.Model:
 
 def load_checkpoint(path: str | os.PathLike) -> keras.Model:
     """Load a training checkpoint with its compiled optimizer and state (to resume training):
-    Keras' own loader, in safe mode, checksum checked."""
+    Keras' own loader, in safe mode, checksum checked.
+
+    Example:
+        >>> import fcn, tempfile
+        >>> model, path = fcn.build_model("fcn8s", weights=None, width=1 / 16), tempfile.mkdtemp()
+        >>> model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        >>> model.save(path + "/last.keras")
+        >>> type(load_checkpoint(path + "/last.keras").optimizer).__name__
+        'SGD'
+    """
     enable_memory_growth()
     return keras.models.load_model(_existing(path), safe_mode=True)

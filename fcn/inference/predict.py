@@ -68,6 +68,13 @@ def predict(
         The (H, W) label map (uint8; int32 above 256 classes) at the image's original
         resolution (EXIF-upright), or ``(labels, probabilities)``; a list of those for a
         list. For many files use :func:`predict_files`, which streams.
+
+    Example:
+        >>> import fcn
+        >>> model = fcn.build_model("fcn8s", weights=None, width=1 / 16)
+        >>> labels, probs = predict(np.zeros((50, 70, 3), np.uint8), model, probabilities=True)
+        >>> labels.shape, labels.dtype, probs.shape, bool(np.allclose(probs.sum(-1), 1, atol=1e-4))
+        ((50, 70), dtype('uint8'), (50, 70, 21), True)
     """
     if not isinstance(model, keras.Model):
         model = load_model(model)
@@ -77,7 +84,15 @@ def predict(
 
 
 def list_images(folder: str | os.PathLike) -> list[Path]:
-    """Image files directly in ``folder``, sorted by name."""
+    """Image files directly in ``folder``, sorted by name.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> for name in ("b.png", "a.JPG", "notes.txt"): (folder / name).touch()
+        >>> [path.name for path in list_images(folder)]
+        ['a.JPG', 'b.png']
+    """
     return sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
 
 
@@ -93,6 +108,13 @@ def predict_files(
     Memory holds one image and its label map whatever the number of files, so a folder of
     10,000 photos streams. A file that is not a readable image raises ValueError naming it;
     the label maps already yielded are the caller's to keep.
+
+    Example:
+        >>> import fcn, tempfile
+        >>> folder = tempfile.mkdtemp(); Image.new("RGB", (60, 40)).save(folder + "/a.png")
+        >>> model = fcn.build_model("fcn8s", weights=None, width=1 / 16)
+        >>> [(path.name, labels.shape) for path, labels in predict_files(folder, model)]
+        [('a.png', (40, 60))]
     """
     if isinstance(paths, (str, os.PathLike)) and Path(paths).is_dir():
         paths = list_images(paths)

@@ -177,6 +177,12 @@ def _pointwise_path(path: list, rows):
 
 
 def label_dtype(num_classes: int) -> tf.DType:
+    """The dtype of label maps of ``num_classes`` classes: uint8 up to 256, else int32.
+
+    Example:
+        >>> label_dtype(21), label_dtype(1000)
+        (tf.uint8, tf.int32)
+    """
     return tf.uint8 if num_classes <= 256 else tf.int32
 
 
@@ -192,7 +198,14 @@ def _rows_first(x):
 
 
 class NotStreamableError(ValueError):
-    """A model with an FCN's layer names whose graph differs from its :class:`Topology`."""
+    """A model with an FCN's layer names whose graph differs from its :class:`Topology`.
+
+    :func:`streams` catches it and warns that the model runs whole, with its message.
+
+    Example:
+        >>> issubclass(NotStreamableError, ValueError)
+        True
+    """
 
 
 class _StreamedFCN:
@@ -416,6 +429,13 @@ def compiled_forward(
         A function of RGB images (N, H, W, 3), uint8 (kept uint8 until each band is read) or
         float 0..255, to the output above. The function is cached on the model, outside Keras'
         attribute tracking.
+
+    Example:
+        >>> from fcn import build_model
+        >>> forward = compiled_forward(build_model("fcn8s", weights=None, width=1 / 16), "labels")
+        >>> labels = forward(np.zeros((2, 40, 60, 3), np.uint8))
+        >>> labels.shape, labels.dtype
+        (TensorShape([2, 40, 60]), tf.uint8)
     """
     cache = model.__dict__.setdefault("_fcn_forward", {})
     if output not in cache:

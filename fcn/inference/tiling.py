@@ -39,6 +39,11 @@ class Tile(NamedTuple):
     """One forward pass: read ``image[source]``, keep ``logits[keep]``, which is ``image[region]``.
 
     All three are ``(rows, cols)`` pairs of slices in pixels.
+
+    Example:
+        >>> tile = plan_tiles(1000, 1000, max_pixels=500_000)[0]
+        >>> tile.source, tile.keep
+        ((slice(0, 448, None), slice(0, 448, None)), (slice(0, 192, None), slice(0, 192, None)))
     """
 
     source: tuple[slice, slice]
@@ -64,6 +69,10 @@ def plan_tiles(
     multiple of 32, as large as the budget allows) and each tile reads ``margin`` more pixels on
     every side that is inside the image. Raises ``ValueError`` if even a 32-pixel core with its
     margins exceeds ``max_pixels``.
+
+    Example:
+        >>> len(plan_tiles(375, 500, max_pixels=2_000_000)), len(plan_tiles(3000, 4000, 2_000_000))
+        (1, 20)
     """
     if margin % STRIDE:
         raise ValueError(f"margin must be a multiple of {STRIDE}, got {margin}")
@@ -111,6 +120,13 @@ def predict_tiled(
         float32 logits (h, w, C) or class indices (h, w). The regions partition the image;
         nothing image-sized is allocated, so a caller can reduce each piece (argmax, confusion
         counts) before the next one is made.
+
+    Example:
+        >>> from fcn import build_model
+        >>> model, image = build_model("fcn8s", weights=None, width=1 / 16), np.zeros((200, 150, 3))
+        >>> pieces = list(predict_tiled(model, image, max_pixels=20_000, margin=32))
+        >>> len(pieces), sum(logits.shape[0] * logits.shape[1] for _, logits in pieces)
+        (12, 30000)
     """
     forward = compiled_forward(model, output)
     for tile in plan_tiles(image.shape[0], image.shape[1], max_pixels, margin):
