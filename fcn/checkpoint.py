@@ -52,7 +52,7 @@ def read_state(run_dir: str | os.PathLike) -> dict | None:
 def non_finite_weights(model: keras.Model) -> list[str]:
     """Paths of the variables of ``model`` and its optimizer holding a NaN or an infinity."""
     variables = list(model.weights)
-    if model.optimizer is not None:
+    if getattr(model, "optimizer", None) is not None:  # an uncompiled model has no optimizer
         variables += list(model.optimizer.variables)
     return [v.path for v in variables if not _finite(keras.ops.convert_to_numpy(v.value))]
 

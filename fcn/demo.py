@@ -63,6 +63,12 @@ def run_demo(
     Writes ``run/`` (checkpoints, log.csv, TensorBoard), ``metrics.txt``, ``metrics.json``,
     ``confusion.png``, ``training_curves.png``, ``predictions/<id>.png`` (VOC palette label maps)
     and ``predictions/<id>_compare.png`` (image / ground truth / prediction).
+
+    Example:
+        >>> import tempfile
+        >>> run_demo(tempfile.mkdtemp(), weights="no-such-vgg16.h5")  # checked before training
+        Traceback (most recent call last):
+        FileNotFoundError: VGG16 weights file not found: no-such-vgg16.h5
     """
     out = Path(out_dir)
     shutil.rmtree(out, ignore_errors=True)
