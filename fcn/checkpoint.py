@@ -44,15 +44,29 @@ def _write_text(text: str):
 
 
 def read_state(run_dir: str | os.PathLike) -> dict | None:
-    """The run's state (``epoch``, ``checkpoint``, ``best``, ``history``), or None if new."""
+    """The run's state (``epoch``, ``checkpoint``, ``best``, ``history``), or None if new.
+
+    Example:
+        >>> import tempfile
+        >>> read_state(tempfile.mkdtemp()) is None  # a new run (see RunCheckpoint for one)
+        True
+    """
     path = Path(run_dir) / STATE_FILE
     return json.loads(path.read_text()) if path.exists() else None
 
 
 def non_finite_weights(model: keras.Model) -> list[str]:
-    """Paths of the variables of ``model`` and its optimizer holding a NaN or an infinity."""
+    """Paths of the variables of ``model`` and its optimizer holding a NaN or an infinity.
+
+    Example:
+        >>> fc = keras.layers.Dense(1, name="fc")
+        >>> model = keras.Sequential([keras.Input((2,)), fc], name="net")
+        >>> _ = fc.bias.assign([np.nan])
+        >>> non_finite_weights(model)
+        ['net/fc/bias']
+    """
     variables = list(model.weights)
-    if model.optimizer is not None:
+    if getattr(model, "optimizer", None) is not None:  # an uncompiled model has no optimizer
         variables += list(model.optimizer.variables)
     return [v.path for v in variables if not _finite(keras.ops.convert_to_numpy(v.value))]
 
@@ -72,6 +86,16 @@ class RunCheckpoint(keras.callbacks.Callback):
     stopped is not saved. A checkpoint is deleted only once its checked successor is in place.
     List :attr:`guard` before the callbacks that use the epoch's weights (the evaluation) and
     this one after the callback that adds ``monitor`` to the logs.
+
+    Example:
+        >>> import tempfile
+        >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        >>> model.compile("sgd", "mse")
+        >>> checkpoint = RunCheckpoint(tempfile.mkdtemp())
+        >>> _ = model.fit(np.ones((4, 2)), np.ones(4), epochs=2, verbose=0,
+        ...               callbacks=[checkpoint.guard, checkpoint])
+        >>> read_state(checkpoint.run_dir)["epoch"], sorted(os.listdir(checkpoint.run_dir))
+        (2, ['epoch-0002.keras', 'log.csv', 'state.json'])
     """
 
     def __init__(self, run_dir: str | os.PathLike, monitor: str = "val_mean_iou"):
@@ -136,6 +160,18 @@ class FiniteGuard(keras.callbacks.Callback):
 
     Checked on the weights, not only the loss: under oneDNN a ReLU maps NaN to 0, so a NaN
     conv1_1 kernel leaves the loss finite while every prediction is garbage.
+
+    Example:
+        >>> import tempfile
+        >>> fc = keras.layers.Dense(1, name="fc")
+        >>> model = keras.Sequential([keras.Input((2,)), fc], name="net")
+        >>> model.compile("sgd", "mse")
+        >>> checkpoint = RunCheckpoint(tempfile.mkdtemp())
+        >>> _ = model.fit(np.ones((4, 2)), np.full(4, np.inf), epochs=3, verbose=0,
+        ...               callbacks=[checkpoint.guard, checkpoint])  # an infinite target
+        >>> checkpoint.failure, non_finite_weights(model)
+        ('epoch 1: non-finite weights in net/fc/kernel, net/fc/bias; kept epoch-0000.keras
+        (epoch 0) and restored its weights', [])
     """
 
     def __init__(self, checkpoint: RunCheckpoint):

@@ -63,6 +63,11 @@ def voc_palette() -> np.ndarray:
     """The VOC colour map as a (256, 3) uint8 array (index 255, void, is (224, 224, 192)).
 
     It is the bit-interleaving map of the VOC devkit's ``labelcolormap.m``.
+
+    Example:
+        >>> palette = voc_palette()
+        >>> palette.shape, palette[1].tolist(), palette[15].tolist(), palette[255].tolist()
+        ((256, 3), [128, 0, 0], [192, 128, 128], [224, 224, 192])
     """
     palette = np.zeros((256, 3), dtype=np.uint8)
     for index in range(256):

@@ -173,6 +173,13 @@ EXAMPLES = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``fcn`` command's argument parser: one subcommand per task, each with its examples.
+
+    Example:
+        >>> args = build_parser().parse_args(["train", "VOC2012", "--epochs", "2"])
+        >>> args.command, args.voc_root, args.epochs, args.variant
+        ('train', 'VOC2012', 2, 'fcn8s')
+    """
     parser = argparse.ArgumentParser(
         prog="fcn",
         description="FCN-8s/16s/32s semantic segmentation on TensorFlow/Keras 3, memory-bounded.",
@@ -238,6 +245,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``fcn`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit status:
+    0 done, 1 a run that did not succeed (training stopped on NaN, no batch fits), 2 a user
+    error (one line ``fcn: error: ...`` on stderr), 130 interrupted.
+
+    Example:
+        >>> main([])  # no command: the help
+        usage: fcn [-h] [--version] COMMAND ...
+        ...
+        0
+        >>> main(["evaluate", "no-such-model.keras", "VOC2012"])  # a missing file: one line
+        2
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

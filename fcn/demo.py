@@ -63,6 +63,14 @@ def run_demo(
     Writes ``run/`` (checkpoints, log.csv, TensorBoard), ``metrics.txt``, ``metrics.json``,
     ``confusion.png``, ``training_curves.png``, ``predictions/<id>.png`` (VOC palette label maps)
     and ``predictions/<id>_compare.png`` (image / ground truth / prediction).
+
+    Example:
+        >>> import tempfile
+        >>> smoke_settings(None)[1]  # what it trains without weights (a few CPU minutes)
+        {'weights': None, 'width': 0.125, 'batch_size': 4, 'learning_rate': 0.01}
+        >>> run_demo(tempfile.mkdtemp(), weights="no-such-vgg16.h5")  # checked before training
+        Traceback (most recent call last):
+        FileNotFoundError: VGG16 weights file not found: no-such-vgg16.h5
     """
     out = Path(out_dir)
     shutil.rmtree(out, ignore_errors=True)

@@ -20,7 +20,12 @@ import tensorflow as tf
 
 
 class OutOfMemoryError(RuntimeError):
-    """A training step did not fit in device memory; the message says what would."""
+    """A training step did not fit in device memory; the message says what would.
+
+    Example:
+        >>> issubclass(OutOfMemoryError, RuntimeError)  # `fcn` reports it as one line
+        True
+    """
 
 
 def enable_memory_growth() -> None:
@@ -68,7 +73,12 @@ def cpu_kernels() -> str:
 
 def cpu_summary() -> str:
     """One line for logs and benchmark tables: CPU model, the :data:`CPU_FLAGS` it has, the
-    kernels, TensorFlow's thread settings (0 = its default, one per core) and the core count."""
+    kernels, TensorFlow's thread settings (0 = its default, one per core) and the core count.
+
+    Example:
+        >>> cpu_summary().endswith(f"; {os.cpu_count()} cores")
+        True
+    """
     model, flags = "unknown CPU", set()
     try:
         with open("/proc/cpuinfo") as f:
@@ -99,6 +109,11 @@ def choose_strategy() -> tf.distribute.Strategy:
     fails under ``MultiWorkerMirroredStrategy`` (keras-team/keras#20585; checked with Keras 3.15,
     where both the first-batch build and the per-step log reduction break). The input pipeline
     is already sharded per worker (:func:`fcn.train.input_fn`) for when that is fixed.
+
+    Example:
+        >>> gpus = len(tf.config.list_logical_devices("GPU"))
+        >>> choose_strategy().num_replicas_in_sync == max(gpus, 1)  # one replica per GPU
+        True
     """
     cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
     if len(cluster.get("worker", [])) + len(cluster.get("chief", [])) > 1:
@@ -178,6 +193,11 @@ class BatchSizeReport:
         crop_size: crop side the probes used, pixels.
         peak_bytes: measured peak memory per probed batch size that ran (bytes).
         memory_limit: the limit the probes were held to (bytes; None: only real OOM errors).
+
+    Example:
+        >>> report = BatchSizeReport(4, 320, {1: 3 * 2**30, 2: 4 * 2**30}, memory_limit=7 * 2**30)
+        >>> report.batch_size, max(report.peak_bytes.values()) <= report.memory_limit
+        (4, True)
     """
 
     batch_size: int
@@ -206,6 +226,13 @@ def find_batch_size(
       ``memory_limit`` (default: 80% of the available RAM) is returned.
 
     The model's weights are restored afterwards.
+
+    Example:
+        >>> from fcn import build_model
+        >>> model = build_model("fcn8s", weights=None, width=1 / 16)
+        >>> report = find_batch_size(model, 64, max_batch=4, memory_limit=2**40)
+        >>> report.batch_size, report.crop_size, 1 in report.peak_bytes
+        (4, 64, True)
     """
     # recipes -> model -> layers -> conv_gradients -> device: not at the top
     from fcn.recipes import CaffeSGD, segmentation_loss, update_order

@@ -34,7 +34,12 @@ PathLike = str | os.PathLike
 
 
 def colorize(labels: np.ndarray) -> np.ndarray:
-    """VOC colours of a label map: (H, W) integers in 0..255 -> (H, W, 3) uint8 RGB."""
+    """VOC colours of a label map: (H, W) integers in 0..255 -> (H, W, 3) uint8 RGB.
+
+    Example:
+        >>> colorize(np.array([[0, 1], [15, 255]])).tolist()
+        [[[0, 0, 0], [128, 0, 0]], [[192, 128, 128], [224, 224, 192]]]
+    """
     labels = np.asarray(labels)
     if labels.size and (labels.min() < 0 or labels.max() > 255):
         raise ValueError(f"labels must be in 0..255, got {labels.min()}..{labels.max()}")
@@ -51,6 +56,11 @@ def overlay(image: np.ndarray, labels: np.ndarray, alpha: float = 0.5) -> np.nda
         image: (H, W, 3) uint8 RGB.
         labels: (H, W) integer class indices, 255 void.
         alpha: weight of the class colour, 0 (image only) .. 1 (colour only).
+
+    Example:
+        >>> image = np.full((2, 2, 3), 100, np.uint8)
+        >>> overlay(image, np.array([[0, 1], [255, 1]]))[..., 0].tolist()  # red 128 at class 1
+        [[100, 114], [100, 114]]
     """
     image = np.asarray(image)
     labels = np.asarray(labels)
@@ -96,6 +106,11 @@ def plot_segmentation(
         prediction, ground_truth: (H, W) integer label maps (255 void), or None.
         class_names: name of each class index.
         path: also save the figure there as a PNG.
+
+    Example:
+        >>> fig = plot_segmentation(np.zeros((32, 48, 3), np.uint8), np.ones((32, 48), np.uint8))
+        >>> [ax.get_title() for ax in fig.axes], [t.get_text() for t in fig.legends[0].texts]
+        (['image', 'prediction', 'prediction over image'], ['aeroplane'])
     """
     image = np.asarray(image)
     panels = [("image", image)]
@@ -140,7 +155,15 @@ def plot_segmentation(
 
 
 def read_log(run_dir: PathLike) -> dict[str, np.ndarray]:
-    """The columns of ``run_dir/log.csv`` (or of that CSV file) as float arrays, NaN if empty."""
+    """The columns of ``run_dir/log.csv`` (or of that CSV file) as float arrays, NaN if empty.
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp())
+        >>> _ = (run / "log.csv").write_text("epoch,loss,val_mean_iou\\n0,2.5,\\n1,1.5,0.25\\n")
+        >>> {name: column.tolist() for name, column in read_log(run).items()}
+        {'epoch': [0.0, 1.0], 'loss': [2.5, 1.5], 'val_mean_iou': [nan, 0.25]}
+    """
     log = Path(run_dir)
     with open(log / LOG_FILE if log.is_dir() else log, newline="") as f:
         rows = list(csv.DictReader(f))
@@ -154,6 +177,13 @@ def plot_training_curves(run_dir: PathLike, path: PathLike | None = None) -> Fig
     Left: every logged loss; right: every ``val_*`` score (fractions, e.g. ``val_mean_iou``).
     The x axis counts completed epochs (``log.csv``'s 0-based ``epoch`` + 1). Epochs without
     validation (``val_every`` > 1) are skipped on the right.
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp())
+        >>> _ = (run / "log.csv").write_text("epoch,loss,val_mean_iou\\n0,2.5,\\n1,1.5,0.25\\n")
+        >>> [(ax.get_title(), len(ax.lines)) for ax in plot_training_curves(run).axes]
+        [('loss', 1), ('validation', 1)]
     """
     log = read_log(run_dir)
     epochs = log.pop("epoch", np.array([])) + 1
@@ -189,6 +219,11 @@ def plot_confusion(
             ground truth, columns prediction.
         class_names: C names.
         path: also save the figure there as a PNG.
+
+    Example:
+        >>> fig = plot_confusion(np.array([[5, 1], [0, 4]]), ["background", "cat"])
+        >>> fig.axes[0].get_title()
+        'confusion (row-normalised), mean IoU 81.67%'
     """
     matrix = confusion if isinstance(confusion, ConfusionMatrix) else ConfusionMatrix(confusion)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -216,6 +251,12 @@ def plot_memory_growth(rows: Sequence[dict], path: PathLike | None = None) -> Fi
         rows: dicts with ``pipeline`` (name), ``images`` (data set size) and ``peak_rss_mb``,
             as ``benchmarks/loader_memory.py`` prints them.
         path: also save the figure there as a PNG.
+
+    Example:
+        >>> rows = [{"pipeline": "fcn.data", "images": n, "peak_rss_mb": 500 + n / 100}
+        ...         for n in (1_000, 10_000)]
+        >>> plot_memory_growth(rows).axes[0].get_legend_handles_labels()[1]
+        ['fcn.data: +0.01 MB per image (fit)']
     """
     fig = _figure(6.5, 4)
     ax = fig.add_subplot()

@@ -53,6 +53,12 @@ def segmentation_loss() -> keras.losses.Loss:
     void pixels and renormalises by the number of valid ones). The paper sums the per-pixel loss
     instead ("unnormalized"); the two differ by the factor of labelled pixels per batch, which the
     ``paper`` recipe folds into its learning rate (1e-10 x ~187,500 pixels).
+
+    Example:
+        >>> import numpy as np
+        >>> labels, logits = np.array([[0, 255]]), np.zeros((1, 2, 3))  # 3 classes, one void
+        >>> round(float(segmentation_loss()(labels, logits)), 2)  # ln 3, the labelled pixel's
+        1.1
     """
     return keras.losses.SparseCategoricalCrossentropy(
         from_logits=True, ignore_class=IGNORE_LABEL, name="cross_entropy"
@@ -235,6 +241,12 @@ class Recipe:
             keeps the rate fixed.
         augment: random scale 0.5-2 before cropping (only with crops; the crop position and
             the horizontal flip are random either way).
+
+    Example:
+        >>> RECIPES["practical"].crop_size, RECIPES["paper"].crop_size
+        (320, None)
+        >>> RECIPES["practical"].optimizer(total_batches=1000).momentum
+        0.9
     """
 
     crop_size: int | None

@@ -48,6 +48,12 @@ class TrainResult:
         run_dir: the run directory.
         failure: why training stopped early (a non-finite loss or weight: which, at which
             epoch, and the checkpoint whose weights ``model`` holds), None if it did not.
+
+    Example:
+        >>> result = TrainResult(build_model("fcn32s", weights=None, width=1 / 16), [], None,
+        ...                      Path("runs/fcn32s"), failure="epoch 3: non-finite loss; ...")
+        >>> result.stopped_on_nan
+        True
     """
 
     model: keras.Model
@@ -83,7 +89,15 @@ def _files(voc_root, sbd_root, train_files, val_files):
 def input_fn(files, recipe, seed, num_classes: int = NUM_CLASSES):
     """The ``tf.distribute`` input function: per-replica batches from this input pipeline's
     shard of the file list (every ``num_input_pipelines``-th file), labels checked against
-    ``num_classes``."""
+    ``num_classes``.
+
+    Example:
+        >>> from fcn import data
+        >>> files = data.voc_pairs(data.sample_voc_root(), "train")
+        >>> dataset = input_fn(files, RECIPES["practical"], seed=0)(tf.distribute.InputContext())
+        >>> [tuple(spec.shape) for spec in dataset.element_spec]
+        [(8, 320, 320, 3), (8, 320, 320)]
+    """
     from fcn import data
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -178,6 +192,15 @@ def train(
         ValueError: an ``init_from`` model whose layers do not fit the new one.
         OutOfMemoryError: the first steps did not fit; the message gives the estimate and a
             batch size that fits on this device.
+
+    Example:
+        >>> import tempfile
+        >>> from fcn import data
+        >>> result = train(data.sample_voc_root(), run_dir=tempfile.mkdtemp(), weights=None,
+        ...                width=1 / 16, epochs=1, steps_per_epoch=1, crop_size=64, batch_size=1,
+        ...                val_files=(), verbose=0)
+        >>> len(result.history), result.best_checkpoint, result.stopped_on_nan
+        (1, None, False)
     """
     from fcn import data
     from fcn.inference.evaluate import EvaluationCallback

@@ -66,6 +66,12 @@ def read_label(path: str | os.PathLike, num_classes: int = NUM_CLASSES) -> np.nd
     orientation like :func:`read_image` (a label drawn on the upright photo stays aligned).
     Palette colours are never looked at. Raises :class:`DataError` naming the file if it
     cannot be read or holds a value outside ``0..num_classes-1`` and 255.
+
+    Example:
+        >>> from fcn.data import sample_voc_root
+        >>> label = read_label(sample_voc_root() / "SegmentationClass" / "2007_000033.png")
+        >>> label.shape, label.dtype, np.unique(label).tolist()
+        ((366, 500), dtype('uint8'), [0, 1, 255])
     """
     if os.fspath(path).lower().endswith(".mat"):
         label = _read_sbd_mat(path)
@@ -88,7 +94,15 @@ def read_label(path: str | os.PathLike, num_classes: int = NUM_CLASSES) -> np.nd
 
 
 def write_label(path: str | os.PathLike, label: np.ndarray) -> None:
-    """Save a (H, W) uint8 class index map as a VOC-style palette PNG (readable by read_label)."""
+    """Save a (H, W) uint8 class index map as a VOC-style palette PNG (readable by read_label).
+
+    Example:
+        >>> import tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "label.png")
+        >>> write_label(path, np.array([[0, 1], [15, 255]], np.uint8))
+        >>> read_label(path).tolist(), Image.open(path).mode
+        ([[0, 1], [15, 255]], 'P')
+    """
     image = Image.fromarray(np.asarray(label, np.uint8), mode="P")
     image.putpalette(voc_palette().ravel().tolist())
     image.save(path, format="PNG")
@@ -97,7 +111,16 @@ def write_label(path: str | os.PathLike, label: np.ndarray) -> None:
 def read_pair(
     image_path: str | os.PathLike, label_path: str | os.PathLike, num_classes: int = NUM_CLASSES
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(image uint8 (H, W, 3), label uint8 (H, W)), checked to be the same size."""
+    """(image uint8 (H, W, 3), label uint8 (H, W)), checked to be the same size.
+
+    Example:
+        >>> from fcn.data import sample_voc_root
+        >>> root = sample_voc_root()
+        >>> image, label = read_pair(root / "JPEGImages" / "2007_000033.jpg",
+        ...                          root / "SegmentationClass" / "2007_000033.png")
+        >>> image.shape, label.shape
+        ((366, 500, 3), (366, 500))
+    """
     image, label = read_image(image_path), read_label(label_path, num_classes)
     if image.shape[:2] != label.shape:
         raise DataError(

@@ -19,7 +19,12 @@ CHUNK_BYTES = 1 << 20
 
 @dataclass(frozen=True)
 class Archive:
-    """A dataset archive: where to get it, its MD5 and the folder it unpacks to (relative)."""
+    """A dataset archive: where to get it, its MD5 and the folder it unpacks to (relative).
+
+    Example:
+        >>> VOC2012.url.rsplit("/", 1)[-1], VOC2012.root
+        ('VOCtrainval_11-May-2012.tar', 'VOCdevkit/VOC2012')
+    """
 
     url: str
     md5: str
@@ -48,6 +53,13 @@ def download_voc(
     """Download (resuming), verify and extract VOC 2012 under ``dest``; returns the VOC2012 root.
 
     Pass the result to :func:`fcn.data.voc_pairs`. See :func:`download_archive`.
+
+    Example:
+        >>> import tempfile
+        >>> dest = Path(tempfile.mkdtemp())
+        >>> (dest / "VOCtrainval_11-May-2012.tar.extracted").touch()  # as a finished run leaves
+        >>> download_voc(dest).relative_to(dest).as_posix()  # done already: no download
+        'VOCdevkit/VOC2012'
     """
     return download_archive(archive, dest, progress=progress)
 
@@ -58,6 +70,13 @@ def download_sbd(
     """Download (resuming), verify and extract SBD under ``dest``; returns benchmark_RELEASE.
 
     Pass the result to :func:`fcn.data.sbd_pairs`. See :func:`download_archive`.
+
+    Example:
+        >>> import tempfile
+        >>> dest = Path(tempfile.mkdtemp())
+        >>> (dest / "benchmark.tgz.extracted").touch()  # as a finished run leaves it
+        >>> download_sbd(dest).relative_to(dest).as_posix()  # done already: no download
+        'benchmark_RELEASE'
     """
     return download_archive(archive, dest, progress=progress)
 
@@ -70,6 +89,17 @@ def download_archive(archive: Archive, dest: str | os.PathLike, *, progress: boo
     ``<archive>.part`` and resumed with an HTTP Range request (from scratch if the server
     ignores ranges). A download whose MD5 differs is deleted and raises :class:`DataError`.
     Network failures raise ``urllib.error.URLError`` (an ``OSError``).
+
+    Example:
+        >>> import tempfile
+        >>> src = Path(tempfile.mkdtemp())
+        >>> (src / "toy").mkdir(); _ = (src / "toy" / "a.txt").write_text("a")
+        >>> with tarfile.open(src / "toy.tar", "w") as tar:
+        ...     tar.add(src / "toy", "toy")
+        >>> md5 = hashlib.md5((src / "toy.tar").read_bytes()).hexdigest()
+        >>> toy = Archive((src / "toy.tar").as_uri(), md5, root="toy")
+        >>> [p.name for p in download_archive(toy, tempfile.mkdtemp()).iterdir()]
+        ['a.txt']
     """
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
@@ -85,7 +115,19 @@ def download_archive(archive: Archive, dest: str | os.PathLike, *, progress: boo
 
 
 def fetch(url: str, path: Path, md5: str, *, progress: bool = False) -> None:
-    """Download ``url`` to ``path`` through ``path.part``, resuming it, and check its MD5."""
+    """Download ``url`` to ``path`` through ``path.part``, resuming it, and check its MD5.
+
+    Example:
+        >>> import tempfile
+        >>> src, dest = Path(tempfile.mkdtemp(), "a.bin"), Path(tempfile.mkdtemp(), "a.bin")
+        >>> _ = src.write_bytes(b"data")
+        >>> fetch(src.as_uri(), dest, hashlib.md5(b"data").hexdigest()); dest.read_bytes()
+        b'data'
+        >>> fetch(src.as_uri(), dest, "0" * 32)
+        Traceback (most recent call last):
+        fcn.data.errors.DataError: file:///.../a.bin: MD5 8d777f385d3dfec8815d20f7496026dc is
+        not the expected 00000000000000000000000000000000; deleted it, try again
+    """
     part = path.with_name(path.name + ".part")
     offset = part.stat().st_size if part.exists() else 0
     request = urllib.request.Request(url, headers={"Range": f"bytes={offset}-"} if offset else {})

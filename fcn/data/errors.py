@@ -20,6 +20,13 @@ class DataError(ValueError):
     Raised as is by the listing functions and by :func:`fcn.data.read_pair`. Inside a
     ``tf.data`` pipeline TensorFlow re-raises it as ``tf.errors.InvalidArgumentError`` whose
     message starts with this error's text (file name included).
+
+    Example:
+        >>> import tempfile
+        >>> from fcn.data import voc_pairs
+        >>> voc_pairs(tempfile.mkdtemp(), "train")
+        Traceback (most recent call last):
+        fcn.data.errors.DataError: dataset root not found: no ImageSets/Segmentation folder in ...
     """
 
 
@@ -49,6 +56,12 @@ class SkipLog:
 
     ``len(log)`` is the number of skipped files or pairs and ``log.entries`` lists
     ``(file, reason)``; every skip is also logged as a warning on the ``fcn.data`` logger.
+
+    Example:
+        >>> log = SkipLog()
+        >>> report([("a.png", "empty file (0 bytes)")], "1 bad pair", on_error=log)
+        >>> len(log), log.entries
+        (1, [('a.png', 'empty file (0 bytes)')])
     """
 
     def __init__(self) -> None:
@@ -79,7 +92,12 @@ warning. A :class:`SkipLog`: skip, log, and record each skipped pair in it."""
 
 
 def skip_log(on_error: OnError) -> SkipLog | None:
-    """The log to skip into, or None when errors must be raised."""
+    """The log to skip into, or None when errors must be raised.
+
+    Example:
+        >>> skip_log("raise") is None, type(skip_log("skip")).__name__
+        (True, 'SkipLog')
+    """
     if on_error == "raise":
         return None
     if on_error == "skip":
@@ -96,6 +114,11 @@ def report(problems: list[tuple[str, str]], summary: str, on_error: OnError) -> 
         problems: ``(file, reason)`` for every bad file, in order.
         summary: what went wrong as a whole, first in the error message.
         on_error: see :data:`OnError`.
+
+    Example:
+        >>> report([("a.png", "no label"), ("b.png", "no label")], "2 unmatched", "raise")
+        Traceback (most recent call last):
+        fcn.data.errors.DataError: 2 unmatched: a.png (no label); b.png (no label)
     """
     log = skip_log(on_error)
     if log is None:

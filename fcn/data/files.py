@@ -20,6 +20,13 @@ class SegmentationFiles:
 
     Build it with :meth:`from_lists`, :meth:`from_folders` or the VOC/SBD listings; a million
     pairs cost two tuples of strings.
+
+    Example:
+        >>> from fcn.data import sample_voc_root
+        >>> root = sample_voc_root()
+        >>> files = SegmentationFiles.from_folders(root / "JPEGImages", root / "SegmentationClass")
+        >>> len(files), len(files.shard(4, 0)), Path(files.labels[0]).name
+        (20, 5, '2007_000033.png')
     """
 
     images: tuple[str, ...]

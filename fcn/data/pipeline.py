@@ -78,6 +78,13 @@ def train_dataset(
     Returns:
         Dataset of ``(image uint8 (batch, crop, crop, 3), label uint8 (batch, crop, crop))``;
         images are RGB 0..255 (the model does its own preprocessing).
+
+    Example:
+        >>> from fcn.data import sample_voc_root, voc_pairs
+        >>> files = voc_pairs(sample_voc_root(), "train")
+        >>> for images, labels in train_dataset(files, crop_size=64, batch_size=4, seed=0).take(1):
+        ...     print(images.shape, images.dtype.name, labels.shape, labels.dtype.name)
+        (4, 64, 64, 3) uint8 (4, 64, 64) uint8
     """
     augment = Augmenter(crop_size, scale_range, jitter)
     log = skip_log(on_error)
@@ -120,6 +127,13 @@ def eval_dataset(
 
     Returns:
         Dataset of ``(image uint8 (H, W, 3), label uint8 (H, W))``, H and W varying per image.
+
+    Example:
+        >>> from fcn.data import sample_voc_root, voc_pairs
+        >>> for image, label in eval_dataset(voc_pairs(sample_voc_root(), "val")).take(2):
+        ...     print(image.shape, label.shape)
+        (366, 500, 3) (366, 500)
+        (335, 500, 3) (335, 500)
     """
     log = skip_log(on_error)
 

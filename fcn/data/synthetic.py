@@ -41,6 +41,15 @@ def write_synthetic_voc(
 
     Returns:
         The VOC2012 root, ready for :func:`fcn.data.voc_pairs`.
+
+    Example:
+        >>> import tempfile
+        >>> from fcn.data import read_pair, voc_pairs
+        >>> root = write_synthetic_voc(tempfile.mkdtemp(), 3, {"train": 2, "val": 1},
+        ...                            shapes=[(60, 80)])
+        >>> files = voc_pairs(root, "train")
+        >>> len(files), read_pair(files.images[0], files.labels[0])[1].shape
+        (2, (60, 80))
     """
     voc = Path(root) / "VOCdevkit" / "VOC2012"
     for sub in ("ImageSets/Segmentation", "JPEGImages", "SegmentationClass"):
