@@ -106,8 +106,12 @@ class RunCheckpoint(keras.callbacks.Callback):
         self.state = read_state(self.run_dir) or {
             "epoch": 0, "checkpoint": None, "best": None, "best_epoch": None, "history": [],
         }  # fmt: skip
-        self.failure: str | None = None
         self.guard = FiniteGuard(self)
+
+    @property
+    def failure(self) -> str | None:
+        """Why :attr:`guard` stopped training (None: it did not)."""
+        return self.guard.failure
 
     def on_train_begin(self, logs: dict | None = None) -> None:
         if self.state["checkpoint"] is None:
@@ -155,8 +159,9 @@ class RunCheckpoint(keras.callbacks.Callback):
 
 class FiniteGuard(keras.callbacks.Callback):
     """At the end of each epoch, check the loss and every weight (model and optimizer): if one
-    is not finite, stop training, set ``checkpoint.failure`` to why, and give the model the last
-    good checkpoint's weights back, before anything uses or saves the epoch's weights.
+    is not finite, stop training, set :attr:`failure` to why, and give the model the last good
+    checkpoint's weights back, before anything uses or saves the epoch's weights (without a
+    ``checkpoint``, as on a worker that writes no run directory, it only stops).
 
     Checked on the weights, not only the loss: under oneDNN a ReLU maps NaN to 0, so a NaN
     conv1_1 kernel leaves the loss finite while every prediction is garbage.
@@ -174,19 +179,21 @@ class FiniteGuard(keras.callbacks.Callback):
         (epoch 0) and restored its weights', [])
     """
 
-    def __init__(self, checkpoint: RunCheckpoint):
+    def __init__(self, checkpoint: RunCheckpoint | None = None):
         super().__init__()
         self.checkpoint = checkpoint
+        self.failure: str | None = None
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         bad = non_finite_weights(self.model)
         if not bad and math.isfinite(float((logs or {}).get("loss", 0.0))):
             return
         what = f"non-finite weights in {', '.join(bad[:3])}" if bad else "non-finite loss"
-        state = self.checkpoint.state
-        self.checkpoint.failure = (
-            f"epoch {epoch + 1}: {what}{' and more' if len(bad) > 3 else ''}; "
-            f"kept {state['checkpoint']} (epoch {state['epoch']}) and restored its weights"
-        )
+        self.failure = f"epoch {epoch + 1}: {what}{' and more' if len(bad) > 3 else ''}"
         self.model.stop_training = True
-        self.model.load_weights(self.checkpoint.run_dir / state["checkpoint"])
+        if self.checkpoint is not None:
+            state = self.checkpoint.state
+            self.failure += (
+                f"; kept {state['checkpoint']} (epoch {state['epoch']}) and restored its weights"
+            )
+            self.model.load_weights(self.checkpoint.run_dir / state["checkpoint"])

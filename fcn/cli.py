@@ -172,6 +172,17 @@ EXAMPLES = {
 }
 
 
+MULTI_WORKER = """several processes or machines (fcn.distributed): start the same command once per
+worker, each with its own TF_CONFIG; the first worker is the chief, the only one that reads
+the weights file and writes --run-dir; --batch-size is the global batch, split over workers:
+  TF_CONFIG='{"cluster": {"worker": ["hostA:23456", "hostB:23456"]},
+              "task": {"type": "worker", "index": 0}}' fcn train VOC2012 --batch-size 16
+  TF_CONFIG='{"cluster": {"worker": ["hostA:23456", "hostB:23456"]},
+              "task": {"type": "worker", "index": 1}}' fcn train VOC2012 --batch-size 16
+two processes on one machine: the same with 127.0.0.1:23456 and 127.0.0.1:23457.
+if a worker dies, the others wait: stop them all and start all again with --resume."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``fcn`` command's argument parser: one subcommand per task, each with its examples.
 
@@ -189,8 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(name, func, help):
+        epilog = EXAMPLES[name] + ("\n\n" + MULTI_WORKER if name == "train" else "")
         p = sub.add_parser(
-            name, help=help, description=help, epilog=EXAMPLES[name],
+            name, help=help, description=help, epilog=epilog,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )  # fmt: skip
         p.set_defaults(func=func)

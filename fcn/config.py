@@ -59,6 +59,11 @@ class TrainConfig:
         metadata={"help": "channel multiplier of the VGG body and fc6/fc7 (1.0: the paper's "
                   "net; smaller only with weights none: fast tests and demos)"},
     )  # fmt: skip
+    dropout: float = field(
+        default=0.5,
+        metadata={"help": "dropout rate after fc6 and fc7 (0.5: the paper's; 0 makes a step "
+                  "deterministic, e.g. to compare runs)"},
+    )  # fmt: skip
     num_classes: int | None = field(
         default=None,
         metadata={"help": "output classes, background included (default: as many as the "

@@ -8,7 +8,6 @@ before they touch a device (``import fcn`` itself changes nothing).
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import warnings
@@ -102,26 +101,20 @@ def cpu_summary() -> str:
 
 
 def choose_strategy() -> tf.distribute.Strategy:
-    """The strategy for what is visible: ``MirroredStrategy`` over all GPUs when there are
-    several, else the default single-device strategy.
-
-    A ``TF_CONFIG`` naming several workers raises NotImplementedError: Keras 3 ``model.fit``
-    fails under ``MultiWorkerMirroredStrategy`` (keras-team/keras#20585; checked with Keras 3.15,
-    where both the first-batch build and the per-step log reduction break). The input pipeline
-    is already sharded per worker (:func:`fcn.train.input_fn`) for when that is fixed.
+    """The strategy for what is visible: ``MultiWorkerMirroredStrategy`` when ``TF_CONFIG``
+    names several workers (trained by :mod:`fcn.distributed`'s loop), else
+    ``MirroredStrategy`` over all GPUs when there are several, else the default single-device
+    strategy. A multi-worker strategy must be made before TensorFlow runs anything else in the
+    process (``fcn.train`` and ``fcn train`` do).
 
     Example:
-        >>> gpus = len(tf.config.list_logical_devices("GPU"))
-        >>> choose_strategy().num_replicas_in_sync == max(gpus, 1)  # one replica per GPU
-        True
+        >>> choose_strategy().num_replicas_in_sync  # one CPU, no TF_CONFIG
+        1
     """
-    cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
-    if len(cluster.get("worker", [])) + len(cluster.get("chief", [])) > 1:
-        raise NotImplementedError(
-            "multi-worker training (TF_CONFIG with several workers) is not available: Keras 3 "
-            "model.fit fails under MultiWorkerMirroredStrategy (keras-team/keras#20585, open "
-            f"for Keras {keras.__version__}). Train on one machine: all its GPUs are used."
-        )
+    from fcn.distributed import cluster_size
+
+    if cluster_size() > 1:
+        return tf.distribute.MultiWorkerMirroredStrategy()
     if len(tf.config.list_logical_devices("GPU")) > 1:
         return tf.distribute.MirroredStrategy()
     return tf.distribute.get_strategy()

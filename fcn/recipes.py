@@ -46,11 +46,13 @@ PAPER_PIXELS_PER_IMAGE = 500 * 375
 """Typical VOC image size: converts the paper's learning rate for a summed loss to our mean."""
 
 
-def segmentation_loss() -> keras.losses.Loss:
+def segmentation_loss(reduction: str = "sum_over_batch_size") -> keras.losses.Loss:
     """Softmax cross-entropy from logits on sparse labels, void (255) excluded.
 
     The loss is averaged over the labelled pixels of the batch (Keras' ``ignore_class`` masks
-    void pixels and renormalises by the number of valid ones). The paper sums the per-pixel loss
+    void pixels and renormalises by the number of valid ones); ``reduction="sum"`` sums them
+    instead (:mod:`fcn.distributed` divides by the labelled pixels of all replicas). The paper
+    sums the per-pixel loss
     instead ("unnormalized"); the two differ by the factor of labelled pixels per batch, which the
     ``paper`` recipe folds into its learning rate (1e-10 x ~187,500 pixels).
 
@@ -61,7 +63,7 @@ def segmentation_loss() -> keras.losses.Loss:
         1.1
     """
     return keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True, ignore_class=IGNORE_LABEL, name="cross_entropy"
+        from_logits=True, ignore_class=IGNORE_LABEL, reduction=reduction, name="cross_entropy"
     )
 
 

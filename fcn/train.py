@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import keras
 import tensorflow as tf
 
-from fcn.checkpoint import BEST_FILE, STATE_FILE, RunCheckpoint, read_state
+from fcn import distributed
+from fcn.checkpoint import BEST_FILE, STATE_FILE, FiniteGuard, RunCheckpoint, read_state
 from fcn.classes import NUM_CLASSES
 from fcn.config import TrainConfig
 from fcn.data.errors import data_errors_named
@@ -181,8 +182,8 @@ def train(
             model's class count: a label outside ``0..num_classes-1`` (other than 255) raises
             DataError.
         strategy: a ``tf.distribute`` strategy; default :func:`fcn.device.choose_strategy`
-            (several GPUs: mirrored). Multi-worker (``TF_CONFIG``) raises NotImplementedError
-            until keras-team/keras#20585 is fixed.
+            (several GPUs: mirrored; a ``TF_CONFIG`` of several workers: multi-worker, trained
+            by :mod:`fcn.distributed`'s loop, since Keras' ``fit`` fails there).
         callbacks: more Keras callbacks.
         **overrides: every field of :class:`~fcn.config.TrainConfig` (``epochs=2``, ...),
             replacing ``config``'s.
@@ -225,23 +226,25 @@ def train(
     epochs = config.epochs
     steps = config.steps_per_epoch or max(1, len(train_files) // settings.batch_size)
     run_dir = Path(config.run_dir or Path("runs", config.variant))
-    state = read_state(run_dir) if config.resume else None
-    if state is None and not config.resume and (run_dir / STATE_FILE).exists():
+    chief, multi_worker = distributed.is_chief(strategy), distributed.cluster_size() > 1
+    state = read_state(run_dir) if config.resume and chief else None
+    if chief and state is None and not config.resume and (run_dir / STATE_FILE).exists():
         raise FileExistsError(f"{run_dir} already holds a run: pass resume=True or a new run_dir")
 
     previous_policy = keras.mixed_precision.global_policy()
-    source = None if state else _initial_model(config.init_from)
+    source = None if state or not chief else _initial_model(config.init_from)
     if config.mixed_precision:
         keras.mixed_precision.set_global_policy(config.mixed_precision)
     try:
         with strategy.scope():
-            if state:
+            if state and not multi_worker:
                 model = load_checkpoint(run_dir / state["checkpoint"])
                 model.optimizer.update_after = update_order(model)
-            else:
+            else:  # a cluster's workers all build alike: the chief's weights are synced below
+                weights = config.weights if chief and not state else None
                 model = build_model(
-                    config.variant, config.num_classes, config.weights, width=config.width,
-                    class_names=config.class_names, init_from=source,
+                    config.variant, config.num_classes, weights, width=config.width,
+                    dropout=config.dropout, class_names=config.class_names, init_from=source,
                 )  # fmt: skip
                 if source is not None:
                     _check_initialised(model, source, config.init_from)
@@ -251,43 +254,57 @@ def train(
                 )  # fmt: skip
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
+    initial_epoch = state["epoch"] if state else 0
+    if multi_worker:
+        if state:  # values only: Keras' loader would make variables the others do not make
+            model.load_weights(run_dir / state["checkpoint"])
+        distributed.sync_from_chief(strategy, [*model.weights, *model.optimizer.variables])
+        initial_epoch = distributed.sync_epoch(strategy, initial_epoch)
     del source  # copied: its memory is free before training
 
     classes = model.output_shape[-1]  # also a resumed run's
-    evaluation = []
-    if val_files:
-        budget = {"max_pixels": config.val_max_pixels} if config.val_max_pixels else {}
-        val_data = data.eval_dataset(val_files, num_classes=classes)
-        evaluation = [EvaluationCallback(val_data, every=config.val_every, **budget)]
-    checkpoint = RunCheckpoint(run_dir)
-    all_callbacks = [
-        keras.callbacks.TerminateOnNaN(),  # mid-epoch, on the loss
-        checkpoint.guard,  # at the epoch's end, on every weight: before anything uses them
-        *evaluation,
-        checkpoint,
-        keras.callbacks.TensorBoard(str(run_dir / "tensorboard")),
-        *callbacks,
-    ]
-    initial_epoch = state["epoch"] if state else 0
+    if chief:
+        evaluation = []
+        if val_files:
+            budget = {"max_pixels": config.val_max_pixels} if config.val_max_pixels else {}
+            val_data = data.eval_dataset(val_files, num_classes=classes)
+            evaluation = [EvaluationCallback(val_data, every=config.val_every, **budget)]
+        checkpoint = RunCheckpoint(run_dir)
+        guard = checkpoint.guard
+        own_callbacks = [
+            keras.callbacks.TerminateOnNaN(),  # mid-epoch, on the loss
+            guard,  # at the epoch's end, on every weight: before anything uses them
+            *evaluation,
+            checkpoint,
+            keras.callbacks.TensorBoard(str(run_dir / "tensorboard")),
+        ]
+    else:  # another worker: the same stops, no files (see fcn.distributed)
+        checkpoint, guard = None, FiniteGuard()
+        own_callbacks = [keras.callbacks.TerminateOnNaN(), guard]
+    history = []
     if initial_epoch < epochs:
         dataset = strategy.distribute_datasets_from_function(
             input_fn(train_files, settings, config.seed, classes)
         )
+        schedule = {
+            "epochs": epochs, "initial_epoch": initial_epoch, "steps_per_epoch": steps,
+            "callbacks": [*own_callbacks, *callbacks], "verbose": config.verbose,
+        }  # fmt: skip
         try:
             with data_errors_named():
-                model.fit(  # shuffle=False: the dataset already shuffles its file list
-                    dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps,
-                    callbacks=all_callbacks, verbose=config.verbose, shuffle=False,
-                )  # fmt: skip
+                if multi_worker:
+                    history = distributed.fit(model, strategy, dataset, **schedule)
+                else:  # shuffle=False: the dataset already shuffles its file list
+                    model.fit(dataset, shuffle=False, **schedule)
         except tf.errors.ResourceExhaustedError as err:
             raise _out_of_memory(model, settings) from err
     best = run_dir / BEST_FILE
     return TrainResult(
         model=model,
-        history=checkpoint.state["history"],
-        best_checkpoint=best if best.exists() else None,
+        history=checkpoint.state["history"] if checkpoint else history,
+        best_checkpoint=best if chief and best.exists() else None,
         run_dir=run_dir,
-        failure=checkpoint.failure,
+        failure=guard.failure,
     )
 
 

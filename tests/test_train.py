@@ -417,13 +417,6 @@ def test_two_logical_cpus_give_the_loss_of_one_device(tmp_path):
     np.testing.assert_allclose(losses["two"], losses["one"], rtol=2e-3)
 
 
-def test_multi_worker_config_fails_clearly_naming_the_keras_bug(shapes, tmp_path, monkeypatch):
-    config = {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker"}}
-    monkeypatch.setenv("TF_CONFIG", json.dumps(config))
-    with pytest.raises(NotImplementedError, match="keras-team/keras#20585"):
-        fcn.train(train_files=shapes, val_files=(), run_dir=tmp_path, **TINY_RUN)
-
-
 def test_each_input_pipeline_reads_its_own_shard_of_the_files(shapes):
     recipe = dataclasses.replace(RECIPES["practical"], crop_size=96, batch_size=4, augment=False)
     seen = []

@@ -1,0 +1,150 @@
+"""Issue 14: training images/s through Keras' ``fit`` and through ``fcn.distributed``'s loop,
+in one process and as one or two workers of a MultiWorkerMirroredStrategy cluster on 127.0.0.1.
+
+Every process is pinned to one core (``sched_setaffinity``, one intra- and one inter-op thread),
+so on this 2-core machine two workers do twice the work in parallel: their figure against one
+worker's is the cost of the collectives, not a speed-up to expect from more cores. Each run
+trains a width-reduced FCN-8s (``--width``) on fixed crops (``--crop``, ``--batch`` per worker,
+no augmentation: the input pipeline is not what is measured) of a synthetic VOC folder through
+the same input function as ``fcn.train``; the first epoch (tracing) is not timed, the second
+(``--steps`` steps) is. Cells run one after another in fresh processes, ``--rounds`` times
+interleaved; medians are printed.
+
+    python benchmarks/multi_worker.py [--width 0.25] [--crop 224] [--batch 2] [--steps 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+CELLS = ("fit, 1 process", "loop, 1 process", "loop, 1 worker", "loop, 2 workers")
+
+
+def worker(cell: str, index: int, ports: list[int], args) -> dict:
+    """One process of ``cell``: build, compile as fcn.train does, train 2 epochs, time the 2nd."""
+    os.sched_setaffinity(0, {index % os.cpu_count()})
+    if cell.startswith("loop, ") and "worker" in cell:
+        os.environ["TF_CONFIG"] = json.dumps({
+            "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+            "task": {"type": "worker", "index": index},
+        })  # fmt: skip
+    import dataclasses
+
+    import keras
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    import fcn
+    from fcn import distributed
+    from fcn.device import cpu_summary
+    from fcn.recipes import RECIPES
+    from fcn.train import compile_for_training, input_fn
+
+    strategy = (
+        tf.distribute.MultiWorkerMirroredStrategy()
+        if "worker" in cell
+        else tf.distribute.get_strategy()
+    )
+    workers = strategy.num_replicas_in_sync
+    recipe = dataclasses.replace(
+        RECIPES["practical"], crop_size=args.crop, batch_size=args.batch * workers, augment=False
+    )
+    files = fcn.data.voc_pairs(args.data, "train")
+    with strategy.scope():
+        model = fcn.build_model("fcn8s", weights=None, width=args.width, dropout=0.0)
+        compile_for_training(model, recipe, 2 * args.steps, pretrained=False)
+    if workers > 1:
+        distributed.sync_from_chief(strategy, [*model.weights, *model.optimizer.variables])
+    dataset = strategy.distribute_datasets_from_function(input_fn(files, recipe, 0))
+
+    class Clock(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.start = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.seconds = time.perf_counter() - self.start
+
+    clock = Clock()
+    schedule = {
+        "epochs": 2, "initial_epoch": 0, "steps_per_epoch": args.steps, "callbacks": [clock],
+        "verbose": 0,
+    }  # fmt: skip
+    if cell.startswith("fit"):
+        model.fit(dataset, **schedule)
+    else:
+        distributed.fit(model, strategy, dataset, **schedule)
+    images = args.steps * recipe.batch_size
+    return {"cell": cell, "index": index, "images_per_s": images / clock.seconds,
+            "step_s": clock.seconds / args.steps, "cpu": cpu_summary()}  # fmt: skip
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def run_cell(cell: str, args) -> dict:
+    count = 2 if cell.endswith("2 workers") else 1
+    ports = free_ports(count)
+    processes = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", cell, str(i), ",".join(map(str, ports)),
+             "--data", args.data, "--width", str(args.width), "--crop", str(args.crop),
+             "--batch", str(args.batch), "--steps", str(args.steps)],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        for i in range(count)
+    ]
+    rows = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in processes]
+    return rows[0]  # the chief's clock: every worker waits for the others at each step
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", nargs=3, metavar=("CELL", "INDEX", "PORTS"))
+    parser.add_argument("--data", help="a VOC-layout folder (default: a synthetic one, made)")
+    parser.add_argument("--width", type=float, default=0.25)
+    parser.add_argument("--crop", type=int, default=224)
+    parser.add_argument("--batch", type=int, default=2, help="crops per worker per step")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    if args.worker:
+        cell, index, ports = args.worker
+        print(json.dumps(worker(cell, int(index), [int(p) for p in ports.split(",")], args)))
+        return
+    if args.data is None:
+        from fcn.data import write_synthetic_voc
+
+        args.data = str(write_synthetic_voc(tempfile.mkdtemp(), 64, shapes=[(args.crop,) * 2]))
+    results: dict[str, list[dict]] = {cell: [] for cell in CELLS}
+    for _ in range(args.rounds):
+        for cell in CELLS:
+            results[cell].append(run_cell(cell, args))
+            print(json.dumps(results[cell][-1]), flush=True)
+    print(results[CELLS[0]][0]["cpu"])
+    print(f"| cell | images/s (median of {args.rounds}) | s per step |")
+    print("|---|---:|---:|")
+    for cell in CELLS:
+        rate = statistics.median(r["images_per_s"] for r in results[cell])
+        step = statistics.median(r["step_s"] for r in results[cell])
+        print(f"| {cell} | {rate:.2f} | {step:.3f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Multi-worker training runs that tests start as separate processes on 127.0.0.1.
+
+python tests/distributed_script.py worker DATA RUN_DIR INDEX PORTS EPOCHS STEPS [resume] [slow]
+python tests/distributed_script.py reference DATA EPOCHS STEPS CHIEF_CHECKPOINT
+
+``worker`` trains as worker INDEX of a cluster on 127.0.0.1:PORTS (comma separated) through
+``fcn.train``; ``reference`` runs the same steps on the same global batches in one process,
+with the default strategy and with MirroredStrategy on two logical CPUs, and compares the final
+weights with the chief's checkpoint. Each prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+MODE, DATA = sys.argv[1], Path(sys.argv[2])
+if MODE == "worker":  # before TensorFlow starts: the strategy reads it when it is made
+    index, ports = int(sys.argv[4]), sys.argv[5].split(",")
+    os.environ["TF_CONFIG"] = json.dumps({
+        "cluster": {"worker": [f"127.0.0.1:{port}" for port in ports]},
+        "task": {"type": "worker", "index": index},
+    })  # fmt: skip
+
+import tensorflow as tf  # noqa: E402
+
+if MODE == "reference":  # two logical CPUs, before TensorFlow initialises its devices
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from conftest import write_shapes  # noqa: E402
+
+import fcn  # noqa: E402
+from fcn import distributed  # noqa: E402
+from fcn.recipes import RECIPES  # noqa: E402
+from fcn.train import compile_for_training, input_fn  # noqa: E402
+
+FILES = write_shapes(DATA, 8, size=64)
+GLOBAL_BATCH = 2
+SETTINGS = {
+    "weights": None, "width": 1 / 16, "num_classes": 3, "dropout": 0.0, "crop_size": 64,
+    "batch_size": GLOBAL_BATCH, "learning_rate": 0.01, "augment": False, "seed": 0,
+}  # fmt: skip
+"""Deterministic steps (no dropout, no scaling; flips seeded per input pipeline)."""
+
+
+class Losses(keras.callbacks.Callback):
+    """Each step's loss, from the running means ``fit`` logs."""
+
+    def __init__(self):
+        super().__init__()
+        self.means: list[float] = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.means.append((batch, logs["loss"]))
+
+    def losses(self) -> list[float]:
+        steps, previous = [], 0.0
+        for batch, mean in self.means:
+            steps.append(mean * (batch + 1) - previous * batch)
+            previous = mean
+        return steps
+
+
+class Slow(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        time.sleep(0.3)
+
+
+if MODE == "worker":
+    run_dir, epochs, steps = Path(sys.argv[3]), int(sys.argv[6]), int(sys.argv[7])
+    keras.utils.set_random_seed(0)
+    recorder = Losses()
+    result = fcn.train(
+        train_files=FILES, val_files=(), run_dir=run_dir, epochs=epochs, steps_per_epoch=steps,
+        resume="resume" in sys.argv[8:], verbose=0,
+        callbacks=[recorder, *([Slow()] if "slow" in sys.argv[8:] else [])], **SETTINGS,
+    )  # fmt: skip
+    print(json.dumps({
+        "losses": recorder.losses(),
+        "epochs": [row.get("epoch") for row in result.history],
+        "iterations": int(result.model.optimizer.iterations.numpy()),
+        "failure": result.failure,
+    }))  # fmt: skip
+elif MODE == "reference":
+    epochs, steps, chief_checkpoint = int(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5])
+    recipe = dataclasses.replace(
+        RECIPES["practical"], crop_size=64, batch_size=GLOBAL_BATCH, learning_rate=0.01,
+        augment=False,
+    )  # fmt: skip
+
+    def global_batches() -> tf.data.Dataset:
+        """What the two workers' input pipelines give, side by side: each global batch."""
+        fn = input_fn(FILES, recipe, SETTINGS["seed"], SETTINGS["num_classes"])
+        parts = [fn(tf.distribute.InputContext(2, k, 2)) for k in range(2)]
+        return tf.data.Dataset.zip(tuple(parts)).map(
+            lambda a, b: (tf.concat([a[0], b[0]], 0), tf.concat([a[1], b[1]], 0))
+        )
+
+    report = {}
+    for name, strategy in [
+        ("one", tf.distribute.get_strategy()),
+        ("two", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])),
+    ]:
+        keras.utils.set_random_seed(0)
+        with strategy.scope():
+            model = fcn.build_model("fcn8s", 3, None, width=1 / 16, dropout=0.0)
+            compile_for_training(model, recipe, epochs * steps, pretrained=False)
+        data = global_batches()
+        if strategy.num_replicas_in_sync > 1:
+            data = strategy.experimental_distribute_dataset(data)
+        recorder = Losses()
+        distributed.fit(
+            model, strategy, data, epochs=epochs, initial_epoch=0, steps_per_epoch=steps,
+            callbacks=[recorder], verbose=0,
+        )  # fmt: skip
+        report[name] = recorder.losses()
+        report[name + "_weights"] = [np.asarray(w) for w in model.get_weights()]
+    chief = keras.models.load_model(chief_checkpoint).get_weights()
+    for name in ("one", "two"):
+        ours = report.pop(name + "_weights")
+        scale = max(float(np.abs(w).max()) for w in ours)
+        report[name + "_vs_chief"] = max(
+            float(np.abs(a - b).max()) for a, b in zip(ours, chief, strict=True)
+        ) / scale
+    print(json.dumps(report))
