@@ -1,4 +1,4 @@
-"""Issue 14: training images/s through Keras' ``fit`` and through ``fcn.distributed``'s loop,
+"""Issue 14: training images/s through Keras' ``fit`` and through ``fcn.loop``'s loop,
 in one process and as one or two workers of a MultiWorkerMirroredStrategy cluster on 127.0.0.1.
 
 Every process is pinned to one core (``sched_setaffinity``, one intra- and one inter-op thread),
@@ -45,7 +45,7 @@ def worker(cell: str, index: int, ports: list[int], args) -> dict:
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     import fcn
-    from fcn import distributed
+    from fcn import loop
     from fcn.device import cpu_summary
     from fcn.recipes import RECIPES
     from fcn.train import compile_for_training, input_fn
@@ -64,7 +64,7 @@ def worker(cell: str, index: int, ports: list[int], args) -> dict:
         model = fcn.build_model("fcn8s", weights=None, width=args.width, dropout=0.0)
         compile_for_training(model, recipe, 2 * args.steps, pretrained=False)
     if workers > 1:
-        distributed.sync_from_chief(strategy, [*model.weights, *model.optimizer.variables])
+        loop.sync_from_chief(strategy, [*model.weights, *model.optimizer.variables])
     dataset = strategy.distribute_datasets_from_function(input_fn(files, recipe, 0))
 
     class Clock(keras.callbacks.Callback):
@@ -82,7 +82,7 @@ def worker(cell: str, index: int, ports: list[int], args) -> dict:
     if cell.startswith("fit"):
         model.fit(dataset, **schedule)
     else:
-        distributed.fit(model, strategy, dataset, **schedule)
+        loop.fit(model, strategy, dataset, **schedule)
     images = args.steps * recipe.batch_size
     return {"cell": cell, "index": index, "images_per_s": images / clock.seconds,
             "step_s": clock.seconds / args.steps, "cpu": cpu_summary()}  # fmt: skip

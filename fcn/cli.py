@@ -172,7 +172,7 @@ EXAMPLES = {
 }
 
 
-MULTI_WORKER = """several processes or machines (fcn.distributed): start the same command once per
+MULTI_WORKER = """several processes or machines (fcn.loop): start the same command once per
 worker, each with its own TF_CONFIG; the first worker is the chief, the only one that reads
 the weights file and writes --run-dir; --batch-size is the global batch, split over workers:
   TF_CONFIG='{"cluster": {"worker": ["hostA:23456", "hostB:23456"]},

@@ -102,7 +102,7 @@ def cpu_summary() -> str:
 
 def choose_strategy() -> tf.distribute.Strategy:
     """The strategy for what is visible: ``MultiWorkerMirroredStrategy`` when ``TF_CONFIG``
-    names several workers (trained by :mod:`fcn.distributed`'s loop), else
+    names several workers (trained by :mod:`fcn.loop`'s loop), else
     ``MirroredStrategy`` over all GPUs when there are several, else the default single-device
     strategy. A multi-worker strategy must be made before TensorFlow runs anything else in the
     process (``fcn.train`` and ``fcn train`` do).
@@ -111,7 +111,7 @@ def choose_strategy() -> tf.distribute.Strategy:
         >>> choose_strategy().num_replicas_in_sync  # one CPU, no TF_CONFIG
         1
     """
-    from fcn.distributed import cluster_size
+    from fcn.loop import cluster_size
 
     if cluster_size() > 1:
         return tf.distribute.MultiWorkerMirroredStrategy()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import keras
 import tensorflow as tf
 
-from fcn import distributed
+from fcn import loop
 from fcn.checkpoint import BEST_FILE, STATE_FILE, FiniteGuard, RunCheckpoint, read_state
 from fcn.classes import NUM_CLASSES
 from fcn.config import TrainConfig
@@ -182,8 +182,8 @@ def train(
             model's class count: a label outside ``0..num_classes-1`` (other than 255) raises
             DataError.
         strategy: a ``tf.distribute`` strategy; default :func:`fcn.device.choose_strategy`
-            (several GPUs: mirrored; a ``TF_CONFIG`` of several workers: multi-worker, trained
-            by :mod:`fcn.distributed`'s loop, since Keras' ``fit`` fails there).
+            (several GPUs: mirrored; a ``TF_CONFIG`` of several workers: multi-worker, see
+            :mod:`fcn.loop`).
         callbacks: more Keras callbacks.
         **overrides: every field of :class:`~fcn.config.TrainConfig` (``epochs=2``, ...),
             replacing ``config``'s.
@@ -226,7 +226,7 @@ def train(
     epochs = config.epochs
     steps = config.steps_per_epoch or max(1, len(train_files) // settings.batch_size)
     run_dir = Path(config.run_dir or Path("runs", config.variant))
-    chief, multi_worker = distributed.is_chief(strategy), distributed.cluster_size() > 1
+    chief, multi_worker = loop.is_chief(strategy), loop.cluster_size() > 1
     state = read_state(run_dir) if config.resume and chief else None
     if chief and state is None and not config.resume and (run_dir / STATE_FILE).exists():
         raise FileExistsError(f"{run_dir} already holds a run: pass resume=True or a new run_dir")
@@ -258,8 +258,8 @@ def train(
     if multi_worker:
         if state:  # values only: Keras' loader would make variables the others do not make
             model.load_weights(run_dir / state["checkpoint"])
-        distributed.sync_from_chief(strategy, [*model.weights, *model.optimizer.variables])
-        initial_epoch = distributed.sync_epoch(strategy, initial_epoch)
+        loop.sync_from_chief(strategy, [*model.weights, *model.optimizer.variables])
+        initial_epoch = loop.sync_epoch(strategy, initial_epoch)
     del source  # copied: its memory is free before training
 
     classes = model.output_shape[-1]  # also a resumed run's
@@ -278,7 +278,7 @@ def train(
             checkpoint,
             keras.callbacks.TensorBoard(str(run_dir / "tensorboard")),
         ]
-    else:  # another worker: the same stops, no files (see fcn.distributed)
+    else:  # another worker: the same stops, no files (see fcn.loop)
         checkpoint, guard = None, FiniteGuard()
         own_callbacks = [keras.callbacks.TerminateOnNaN(), guard]
     history = []
@@ -292,10 +292,7 @@ def train(
         }  # fmt: skip
         try:
             with data_errors_named():
-                if multi_worker:
-                    history = distributed.fit(model, strategy, dataset, **schedule)
-                else:  # shuffle=False: the dataset already shuffles its file list
-                    model.fit(dataset, shuffle=False, **schedule)
+                history = loop.fit(model, strategy, dataset, **schedule)
         except tf.errors.ResourceExhaustedError as err:
             raise _out_of_memory(model, settings) from err
     best = run_dir / BEST_FILE

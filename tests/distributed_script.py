@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 from conftest import write_shapes  # noqa: E402
 
 import fcn  # noqa: E402
-from fcn import distributed  # noqa: E402
+from fcn import loop  # noqa: E402
 from fcn.recipes import RECIPES  # noqa: E402
 from fcn.train import compile_for_training, input_fn  # noqa: E402
 
@@ -116,7 +116,7 @@ elif MODE == "reference":
         if strategy.num_replicas_in_sync > 1:
             data = strategy.experimental_distribute_dataset(data)
         recorder = Losses()
-        distributed.fit(
+        loop.fit(
             model, strategy, data, epochs=epochs, initial_epoch=0, steps_per_epoch=steps,
             callbacks=[recorder], verbose=0,
         )  # fmt: skip
