@@ -397,6 +397,8 @@ def execute(nb: nbformat.NotebookNode, *, fast: bool, timeout: int = 600) -> Non
         argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
         argv.append("--IPKernelApp.capture_fd_output=False")  # C++ logs stay off the outputs
         env = {"FCN_NOTEBOOK_FAST": "1" if fast else "0", "TF_CPP_MIN_LOG_LEVEL": "3"}
+        if fast:  # the small model, even where a VGG16 file is set for the full one
+            env["FCN_VGG16_WEIGHTS"] = ""
         kernel = {"argv": argv, "display_name": KERNEL, "language": "python", "env": env}
         (spec / "kernel.json").write_text(json.dumps(kernel))
         manager = KernelManager(
