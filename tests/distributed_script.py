@@ -1,6 +1,6 @@
 """Multi-worker training runs that tests start as separate processes on 127.0.0.1.
 
-python tests/distributed_script.py worker DATA RUN_DIR INDEX PORTS EPOCHS STEPS [resume] [slow]
+python tests/distributed_script.py worker DATA RUN_DIR INDEX PORTS EPOCHS STEPS [resume slow val]
 python tests/distributed_script.py reference DATA EPOCHS STEPS CHIEF_CHECKPOINT
 
 ``worker`` trains as worker INDEX of a cluster on 127.0.0.1:PORTS (comma separated) through
@@ -34,20 +34,22 @@ if MODE == "reference":  # two logical CPUs, before TensorFlow initialises its d
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-from conftest import write_shapes  # noqa: E402
 
 import fcn  # noqa: E402
 from fcn import loop  # noqa: E402
 from fcn.recipes import RECIPES  # noqa: E402
 from fcn.train import compile_for_training, input_fn  # noqa: E402
 
-FILES = write_shapes(DATA, 8, size=64)
+ROOT = fcn.data.write_synthetic_voc(
+    DATA, 8, {"train": 8, "val": 2}, shapes=[(130, 90), (64, 64), (100, 150)], num_classes=3
+)  # void rows between 50-pixel class blocks: each crop has its own count of labelled pixels
+FILES = fcn.data.voc_pairs(ROOT, "train")
 GLOBAL_BATCH = 2
 SETTINGS = {
     "weights": None, "width": 1 / 16, "num_classes": 3, "dropout": 0.0, "crop_size": 64,
     "batch_size": GLOBAL_BATCH, "learning_rate": 0.01, "augment": False, "seed": 0,
 }  # fmt: skip
-"""Deterministic steps (no dropout, no scaling; flips seeded per input pipeline)."""
+"""Deterministic steps (no dropout, no scaling; crops and flips seeded per input pipeline)."""
 
 
 class Losses(keras.callbacks.Callback):
@@ -78,7 +80,9 @@ if MODE == "worker":
     keras.utils.set_random_seed(0)
     recorder = Losses()
     result = fcn.train(
-        train_files=FILES, val_files=(), run_dir=run_dir, epochs=epochs, steps_per_epoch=steps,
+        train_files=FILES, run_dir=run_dir,
+        val_files=fcn.data.voc_pairs(ROOT, "val") if "val" in sys.argv[8:] else (),
+        epochs=epochs, steps_per_epoch=steps,
         resume="resume" in sys.argv[8:], verbose=0,
         callbacks=[recorder, *([Slow()] if "slow" in sys.argv[8:] else [])], **SETTINGS,
     )  # fmt: skip
