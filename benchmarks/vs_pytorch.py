@@ -14,7 +14,8 @@ build. Cells:
   ``torch.inference_mode``.
 * ``train 500x500 b1`` and ``train 320x320 b4``: one SGD step with momentum 0.9 and weight decay
   5e-4 on the per-pixel mean cross-entropy ignoring 255 (fcn: :func:`fcn.train.compile_for_training`
-  with the practical recipe and ``train_on_batch``, i.e. ``fit``'s step).
+  with the practical recipe and :func:`fcn.loop.train_step`, the step ``fcn.train`` runs; before
+  Dec 2, 10:00 UTC ``train_on_batch``, i.e. ``fit``'s step).
 * ``--estimate``: fcn train cells at 320 and 500, batches 1, 2 and 4, beside
   :func:`fcn.device.training_memory_estimate`.
 
@@ -161,11 +162,17 @@ def fcn_cell(kind: str, size: int, batch: int, repeats: int, source: str) -> dic
         def step():
             np.asarray(forward(images))
     else:
+        import tensorflow as tf
+
+        from fcn.loop import train_step
+
         compile_for_training(model, RECIPES["practical"], total_batches=1000, pretrained=False)
         out["estimate_mib"] = training_memory_estimate(model, size, batch) / 2**20
+        batches = iter(tf.data.Dataset.from_tensors((images, labels)).repeat())
+        fcn_step = train_step(model, tf.distribute.get_strategy())  # what fcn.train runs
 
         def step():
-            model.train_on_batch(images, labels)
+            float(fcn_step(batches))
 
     return {**out, **_timed(step, repeats)}
 
