@@ -12,6 +12,7 @@ built, loaded or trained (see its docstring).
 __version__ = "0.1.0"
 
 from fcn import data
+from fcn.caffe import convert_caffe
 from fcn.classes import IGNORE_LABEL, NUM_CLASSES, VOC_CLASSES
 from fcn.config import TrainConfig
 from fcn.device import OutOfMemoryError, enable_memory_growth, find_batch_size
@@ -38,6 +39,7 @@ __all__ = [
     "TrainResult",
     "__version__",
     "build_model",
+    "convert_caffe",
     "data",
     "enable_memory_growth",
     "evaluate",

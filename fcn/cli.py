@@ -1,4 +1,5 @@
-"""The ``fcn`` command line: train, evaluate, predict, find-batch-size, download, demo, info.
+"""The ``fcn`` command line: train, evaluate, predict, find-batch-size, download, demo, convert,
+info.
 
 User errors (missing files, bad data, no model, out of memory, ...) print one line
 ``fcn: error: ...`` and exit with status 2, without a traceback.
@@ -100,6 +101,14 @@ def _cmd_demo(args) -> int:
     return 0
 
 
+def _cmd_convert(args) -> int:
+    model = fcn.convert_caffe(args.caffemodel, args.variant)
+    model.save(args.out)
+    print(f"{args.caffemodel} -> {args.out} ({model.count_params():,} parameters, "
+          f"{model.output_shape[-1]} classes)")  # fmt: skip
+    return 0
+
+
 def _cmd_info(args) -> int:
     model = fcn.build_model(args.variant, weights=None)
     model.summary(line_length=110)
@@ -167,6 +176,9 @@ EXAMPLES = {
   fcn demo                          # a few CPU minutes, writes ./fcn-demo
   fcn demo --out /tmp/demo --epochs 2
   fcn demo --weights vgg16_weights_tf_dim_ordering_tf_kernels_notop.h5   # full FCN-8s""",
+    "convert": """examples:
+  fcn convert fcn8s-heavy-pascal.caffemodel --variant fcn8s --out weights/fcn8s-voc.keras
+  fcn convert fcn8s-atonce-pascal.caffemodel --variant fcn8s_atonce --out fcn8s-atonce.keras""",
     "info": """examples:
   fcn info --variant fcn16s""",
 }
@@ -250,6 +262,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--steps-per-epoch", type=int, default=10)
     p.add_argument("--weights", help="a Keras VGG16 weights file: the full FCN-8s from it")
+
+    p = command("convert", _cmd_convert, "convert a Caffe FCN .caffemodel (no Caffe needed)")
+    p.add_argument("caffemodel", help="the .caffemodel file, e.g. fcn8s-heavy-pascal.caffemodel")
+    p.add_argument("--variant", default="fcn8s", choices=fcn.VARIANTS)
+    p.add_argument("--out", required=True, help="the .keras file to write")
 
     p = command("info", _cmd_info, "print a model's layers, parameter count and crop offsets")
     p.add_argument("--variant", default="fcn8s", choices=fcn.VARIANTS)

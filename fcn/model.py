@@ -19,7 +19,7 @@ from fcn.classes import NUM_CLASSES, default_class_names, read_class_names
 from fcn.device import enable_memory_growth
 from fcn.initialize import Unwritten, restore_initializers, write_glorot
 from fcn.layers import BilinearUpsampling, CaffeCrop, LeanConv2D, Scale, ScoreCrop
-from fcn.preprocessing import CaffePreprocess
+from fcn.preprocessing import MEAN_BGR, CaffePreprocess
 from fcn.vgg16 import (
     FC_LAYERS,
     VGG_BLOCKS,
@@ -196,6 +196,7 @@ def build_model(
     dropout: float = 0.5,
     learnable_upsampling: bool = False,
     init_from: keras.Model | None = None,
+    mean: tuple[float, float, float] = MEAN_BGR,
 ) -> keras.Model:
     """Build an FCN.
 
@@ -213,6 +214,8 @@ def build_model(
             (the paper's staged training: 16s from 32s, 8s from 16s).
         class_names: the classes' names (a list, or a text file of one per line), stored in
             the model (:func:`class_names` reads them back, also from a saved ``.keras``).
+        mean: the BGR mean pixel (0..255) the first layer subtracts: that of the weights
+            (Keras' VGG16 by default; the paper's for models converted from Caffe).
 
     Returns:
         A model from RGB images (N, H, W, 3), uint8 or float in 0..255, of any H and W, to
@@ -242,7 +245,7 @@ def build_model(
         return max(1, int(round(n * width)))
 
     image = keras.Input((None, None, 3), name="image")
-    x = CaffePreprocess(name=PREPROCESS_LAYER)(image)
+    x = CaffePreprocess(mean, name=PREPROCESS_LAYER)(image)
     x = keras.layers.ZeroPadding2D(INPUT_PAD, name=PAD_LAYER)(x)
     pools = {}
     for block, (convs, filters) in enumerate(VGG_BLOCKS, 1):

@@ -20,7 +20,9 @@ from fcn.cli import EXAMPLES, build_parser, main
 from fcn.data import read_label, sample_voc_root
 
 VOC = str(sample_voc_root())
-COMMANDS = ["train", "evaluate", "predict", "find-batch-size", "download", "demo", "info"]
+COMMANDS = [
+    "train", "evaluate", "predict", "find-batch-size", "download", "demo", "convert", "info",
+]  # fmt: skip
 
 
 def fcn_cli(*args, cwd=None, env=None):
