@@ -18,7 +18,7 @@ from typing import Any, get_args, get_type_hints
 
 import fcn
 from fcn.inference.budget import STREAMED_MAX_PIXELS
-from fcn.inference.model_files import DEFAULT_MODEL_FILE
+from fcn.inference.model_files import DEFAULT_MODEL
 
 _MAX_PIXELS = f"{STREAMED_MAX_PIXELS:,} px"
 
@@ -241,7 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("predict", _cmd_predict, "write label PNGs (VOC palette) and overlays")
     p.add_argument("images", nargs="+", help="image files or folders")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--model", help=f".keras model (default: {DEFAULT_MODEL_FILE}, see README)")
+    p.add_argument("--model", help=f".keras model or a known name (default: {DEFAULT_MODEL}, "
+                   "the paper's FCN-8s, downloaded and converted once)")  # fmt: skip
     p.add_argument(
         "--max-pixels", type=int, help=f"larger images are tiled (default: {_MAX_PIXELS})"
     )

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -91,10 +92,14 @@ def test_predict_user_errors(model_file, tmp_path):
         "missing.jpg",
     )
     (tmp_path / "x.jpg").write_bytes(b"")
+    with socket.socket() as s:  # a port nothing listens on: the default model cannot come
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}/"
     assert_user_error(
         fcn_cli("predict", tmp_path / "x.jpg", "--out", tmp_path, cwd=tmp_path,
-                env={"FCN_WEIGHTS_DIR": str(tmp_path)}),
-        "fcn8s-voc.keras", "fcn train",
+                env={"FCN_WEIGHTS_DIR": str(tmp_path), "KERAS_HOME": str(tmp_path / "k"),
+                     "FCN_MODELS_URL": closed}),
+        "fcn8s-heavy-pascal.caffemodel", closed, "fcn convert",
     )  # fmt: skip
 
 

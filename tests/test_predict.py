@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import shutil
+import socket
 
 import numpy as np
 import pytest
 from conftest import clear_of_ties, network_tolerance, randomize, sum_tolerance, whole_logits
 from PIL import Image
+from test_data_download import Server
 
 import fcn
+from fcn.caffe import caffe_layers, convert_caffe, write_caffemodel
 from fcn.data import DataError, read_image, read_pair, write_label
 from fcn.inference import model_files
 from fcn.inference.model_files import DEFAULT_MODEL_FILE
@@ -155,12 +159,53 @@ def test_default_model_is_looked_for_beside_the_user_never_in_the_package(
     np.testing.assert_array_equal(fcn.predict(image), fcn.predict(image, model_file))
 
 
-def test_no_model_anywhere_says_how_to_get_one(monkeypatch, tmp_path):
+def test_the_papers_model_by_name_downloads_once_converts_and_caches(monkeypatch, tmp_path):
+    """fcn8s-voc from a server on 127.0.0.1 (a width-1/16 FCN-8s written as the paper's file):
+    the first default prediction downloads (MD5-checked) and converts, later ones and
+    load_model by name use the cached .keras; a wrong MD5 keeps nothing."""
+    source = randomize(fcn.build_model("fcn8s", weights=None, width=1 / 16), seed=9)
+    served = tmp_path / "served.caffemodel"
+    write_caffemodel(served, caffe_layers(source))
+    data = served.read_bytes()
+    name = model_files.KNOWN_MODELS["fcn8s-voc"].caffemodel
+    known = model_files.KnownModel("fcn8s", name, hashlib.md5(data).hexdigest())
+    monkeypatch.setitem(model_files.KNOWN_MODELS, "fcn8s-voc", known)
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras"))
+    monkeypatch.delenv("FCN_WEIGHTS_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    image = RNG.integers(0, 256, (30, 41, 3)).astype(np.uint8)
+    with Server({name: data}) as server:
+        monkeypatch.setenv("FCN_MODELS_URL", server.url(""))
+        labels = fcn.predict(image)
+        assert len(server.requests) == 1
+        cached = tmp_path / "keras" / "models" / "fcn" / "fcn8s-voc.keras"
+        assert cached.exists() and (tmp_path / "keras" / "models" / name).exists()
+        np.testing.assert_array_equal(fcn.predict(image), labels)
+        np.testing.assert_array_equal(fcn.predict(image, "fcn8s-voc"), labels)
+        assert len(server.requests) == 1  # converted once, cached
+        np.testing.assert_array_equal(labels, fcn.predict(image, convert_caffe(served)))
+
+        shutil.rmtree(tmp_path / "keras")
+        wrong = dataclasses.replace(known, md5="0" * 32)
+        monkeypatch.setitem(model_files.KNOWN_MODELS, "fcn8s-voc", wrong)
+        with pytest.raises(model_files.ModelUnavailableError, match="MD5"):
+            fcn.load_model("fcn8s-voc")
+        assert not list((tmp_path / "keras" / "models").glob("*.caffemodel"))
+
+
+def test_offline_the_error_names_the_file_the_address_and_the_way_by_hand(monkeypatch, tmp_path):
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras"))
     monkeypatch.setenv("FCN_WEIGHTS_DIR", str(tmp_path))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(model_files, "weights_dirs", lambda: [tmp_path / "weights"])
-    with pytest.raises(FileNotFoundError, match="fcn train VOC_ROOT.*best.keras"):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    monkeypatch.setenv("FCN_MODELS_URL", f"http://127.0.0.1:{closed}/")
+    with pytest.raises(model_files.ModelUnavailableError) as error:
         fcn.predict(np.zeros((8, 8, 3), np.uint8))
+    message = str(error.value)
+    assert f"http://127.0.0.1:{closed}/fcn8s-heavy-pascal.caffemodel" in message
+    assert "fcn convert fcn8s-heavy-pascal.caffemodel --variant fcn8s --out" in message
     with pytest.raises(FileNotFoundError, match="model file not found"):
         fcn.predict(np.zeros((8, 8, 3), np.uint8), model=tmp_path / "nope.keras")
 

@@ -114,8 +114,9 @@ def download_archive(archive: Archive, dest: str | os.PathLike, *, progress: boo
     return dest / archive.root
 
 
-def fetch(url: str, path: Path, md5: str, *, progress: bool = False) -> None:
-    """Download ``url`` to ``path`` through ``path.part``, resuming it, and check its MD5.
+def fetch(url: str, path: Path, md5: str | None, *, progress: bool = False) -> None:
+    """Download ``url`` to ``path`` through ``path.part``, resuming it, and check its MD5
+    (``None``: a file without a published checksum, not checked).
 
     Example:
         >>> import tempfile
@@ -148,7 +149,7 @@ def fetch(url: str, path: Path, md5: str, *, progress: bool = False) -> None:
                           end="", file=sys.stderr, flush=True)  # fmt: skip
         if progress:
             print(file=sys.stderr)
-    got = _md5(part)
+    got = md5 and _md5(part)
     if got != md5:
         part.unlink()
         raise DataError(f"{url}: MD5 {got} is not the expected {md5}; deleted it, try again")

@@ -1,24 +1,83 @@
-"""Model files: where a default model is looked for, its checksum, and safe loading.
+"""Model files: the paper's trained models by name, where a default model is looked for, its
+checksum, and safe loading.
 
 The one place that opens a ``.keras`` file: :func:`load_model` for inference (``fcn.predict``,
 ``fcn.evaluate`` through the CLI, the demo) and :func:`load_checkpoint` for resuming training,
 which also needs the optimizer's state. Both deserialise in Keras' safe mode (no arbitrary
 code: the FCN has no Lambda layers) and check the file against a ``SHA256SUMS`` beside it.
+
+:data:`KNOWN_MODELS` are the paper's trained VOC models, released as Caffe files: by name
+(``load_model("fcn8s-voc")``) the file is downloaded once from the authors' address into Keras'
+cache (resumable, MD5-checked where a checksum is published), converted once
+(:func:`fcn.convert_caffe`) and kept as ``<name>.keras`` in the cache's ``fcn`` folder.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import keras
 
+from fcn.caffe import convert_caffe
+from fcn.data.download import fetch
 from fcn.device import enable_memory_growth
 from fcn.initialize import load_keras_in_place
 
-DEFAULT_MODEL_FILE = "fcn8s-voc.keras"
-"""Name of the trained VOC model that :func:`load_model` looks for (:func:`weights_dirs`)."""
+CAFFE_MODELS_URL = "http://dl.caffe.berkeleyvision.org/"
+"""Where the FCN authors publish their trained Caffe models (``fcn.berkeleyvision.org``);
+``$FCN_MODELS_URL`` replaces it (a mirror, ending in ``/``)."""
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    """One of the paper's trained models.
+
+    Attributes:
+        variant: its :data:`fcn.VARIANTS` name.
+        caffemodel: the file name under :data:`CAFFE_MODELS_URL`.
+        md5: its MD5, or None where no checksum is published (the conversion still refuses a
+            truncated file or one with other layers or shapes).
+
+    Example:
+        >>> known = KNOWN_MODELS["fcn8s-voc"]
+        >>> known.variant, CAFFE_MODELS_URL + known.caffemodel
+        ('fcn8s', 'http://dl.caffe.berkeleyvision.org/fcn8s-heavy-pascal.caffemodel')
+    """
+
+    variant: str
+    caffemodel: str
+    md5: str | None
+
+
+KNOWN_MODELS: dict[str, KnownModel] = {
+    "fcn8s-voc": KnownModel("fcn8s", "fcn8s-heavy-pascal.caffemodel",
+                            "c03b2953ebd846c270da1a8e8f200c09"),
+    "fcn16s-voc": KnownModel("fcn16s", "fcn16s-heavy-pascal.caffemodel", None),
+    "fcn32s-voc": KnownModel("fcn32s", "fcn32s-heavy-pascal.caffemodel", None),
+    "fcn8s-atonce-voc": KnownModel("fcn8s_atonce", "fcn8s-atonce-pascal.caffemodel", None),
+}  # fmt: skip
+"""The paper's VOC models by name (the file names of the authors' model zoo). The MD5 of
+fcn8s-heavy-pascal is the one wkentaro/fcn checks for the same download."""
+
+DEFAULT_MODEL = "fcn8s-voc"
+"""The model :func:`load_model` (and ``fcn.predict``, ``fcn predict``) use when none is given."""
+
+DEFAULT_MODEL_FILE = f"{DEFAULT_MODEL}.keras"
+"""Its file name: a model trained or converted by hand and placed in :func:`weights_dirs`
+wins over the download."""
+
+
+class ModelUnavailableError(RuntimeError):
+    """A known model is not cached and could not be downloaded; the message says from where
+    and how to place the file by hand.
+
+    Example:
+        >>> issubclass(ModelUnavailableError, RuntimeError)  # the CLI's one-line user errors
+        True
+    """
 
 CHECKSUM_FILE = "SHA256SUMS"
 """``<sha256>  <file name>`` lines (the format of ``sha256sum``) beside model files."""
@@ -35,8 +94,7 @@ def weights_dirs() -> list[Path]:
         ['weights', 'fcn']
     """
     dirs = [Path(os.environ["FCN_WEIGHTS_DIR"])] if "FCN_WEIGHTS_DIR" in os.environ else []
-    keras_home = Path(os.environ.get("KERAS_HOME", Path.home() / ".keras"))
-    return [*dirs, Path.cwd() / "weights", keras_home / "models" / "fcn"]
+    return [*dirs, Path.cwd() / "weights", cache_dir() / "fcn"]
 
 
 def check_sum(path: str | os.PathLike) -> None:
@@ -78,28 +136,75 @@ def _existing(path: str | os.PathLike) -> Path:
     return path
 
 
-def default_model_path() -> Path:
-    """The first :data:`DEFAULT_MODEL_FILE` in :func:`weights_dirs`.
-
-    Raises:
-        FileNotFoundError: there is none; the message says where it looked and how to make one.
+def cache_dir() -> Path:
+    """Keras' per-user cache, ``$KERAS_HOME/models`` (default ``~/.keras/models``), read at
+    call time: where known models' Caffe files are downloaded.
 
     Example:
-        >>> import tempfile, unittest.mock
-        >>> folder = tempfile.mkdtemp(); Path(folder, DEFAULT_MODEL_FILE).touch()
-        >>> with unittest.mock.patch.dict(os.environ, FCN_WEIGHTS_DIR=folder):
-        ...     default_model_path() == Path(folder, DEFAULT_MODEL_FILE)
+        >>> cache_dir().name
+        'models'
+    """
+    return Path(os.environ.get("KERAS_HOME", Path.home() / ".keras")) / "models"
+
+
+def known_model_path(name: str) -> Path:
+    """The ``.keras`` file of the known model ``name``: the first ``<name>.keras`` in
+    :func:`weights_dirs`, else downloaded and converted into ``cache_dir() / "fcn"``.
+
+    Raises:
+        ModelUnavailableError: not cached and the download failed (offline, a wrong checksum):
+            the message names the file, the address and how to place it by hand.
+
+    Example:
+        >>> import tempfile
+        >>> from fcn import build_model
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> build_model("fcn32s", weights=None, width=1 / 16).save(folder / "fcn32s-voc.keras")
+        >>> os.environ["FCN_WEIGHTS_DIR"] = str(folder)
+        >>> known_model_path("fcn32s-voc") == folder / "fcn32s-voc.keras"  # no download
         True
+        >>> del os.environ["FCN_WEIGHTS_DIR"]
     """
     for folder in weights_dirs():
-        if (folder / DEFAULT_MODEL_FILE).exists():
-            return folder / DEFAULT_MODEL_FILE
-    raise FileNotFoundError(
-        f"no model given and no {DEFAULT_MODEL_FILE} in "
-        f"{', '.join(str(d) for d in weights_dirs())}. Train one "
-        "(`fcn train VOC_ROOT`, then copy RUN_DIR/best.keras to "
-        f"weights/{DEFAULT_MODEL_FILE}) or pass model='path/to/model.keras'."
-    )
+        if (folder / f"{name}.keras").exists():
+            return folder / f"{name}.keras"
+    known = KNOWN_MODELS[name]
+    base = os.environ.get("FCN_MODELS_URL", CAFFE_MODELS_URL)
+    caffemodel, url = cache_dir() / known.caffemodel, base + known.caffemodel
+    target = cache_dir() / "fcn" / f"{name}.keras"
+    if not caffemodel.exists():
+        caffemodel.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fetch(url, caffemodel, known.md5, progress=True)
+        except (OSError, ValueError) as err:  # urllib's errors are OSErrors; a bad MD5 a DataError
+            raise ModelUnavailableError(
+                f"{name}: {known.caffemodel} is not in {caffemodel.parent} and downloading it "
+                f"from {url} failed ({type(err).__name__}: {err}). Download it by hand into "
+                f"that folder, or convert it yourself: fcn convert {known.caffemodel} "
+                f"--variant {known.variant} --out {target}"
+            ) from err
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.tmp.keras")
+    convert_caffe(caffemodel, known.variant).save(partial)
+    partial.replace(target)  # atomic: a cached .keras is always complete
+    return target
+
+
+def default_model_path() -> Path:
+    """The first :data:`DEFAULT_MODEL_FILE` in :func:`weights_dirs`, else the known
+    :data:`DEFAULT_MODEL` downloaded and converted (:func:`known_model_path`).
+
+    Example:
+        >>> import tempfile
+        >>> from fcn import build_model
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> build_model("fcn8s", weights=None, width=1 / 16).save(folder / DEFAULT_MODEL_FILE)
+        >>> os.environ["FCN_WEIGHTS_DIR"] = str(folder)
+        >>> default_model_path().parent == folder  # a placed model wins over the download
+        True
+        >>> del os.environ["FCN_WEIGHTS_DIR"]
+    """
+    return known_model_path(DEFAULT_MODEL)
 
 
 def load_model(path: str | os.PathLike | None = None) -> keras.Model:
@@ -107,7 +212,8 @@ def load_model(path: str | os.PathLike | None = None) -> keras.Model:
     in place (:func:`fcn.initialize.load_keras_in_place`: no second copy of the weights).
 
     Args:
-        path: a ``.keras`` file; None: :func:`default_model_path`.
+        path: a ``.keras`` file, the name of a :data:`KNOWN_MODELS` model (``"fcn8s-voc"``:
+            downloaded and converted on first use), or None: :func:`default_model_path`.
 
     Example:
         >>> import fcn, tempfile
@@ -117,7 +223,11 @@ def load_model(path: str | os.PathLike | None = None) -> keras.Model:
         (None, None, None, 21)
     """
     enable_memory_growth()
-    return load_keras_in_place(_existing(path or default_model_path()), safe_mode=True)
+    if path is None:
+        path = default_model_path()
+    elif str(path) in KNOWN_MODELS:
+        path = known_model_path(str(path))
+    return load_keras_in_place(_existing(path), safe_mode=True)
 
 
 def load_checkpoint(path: str | os.PathLike) -> keras.Model:
