@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,14 +28,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 CELLS = ("fit, 1 process", "loop, 1 process", "loop, 1 worker", "loop, 2 workers")
 
 
-def worker(cell: str, index: int, ports: list[int], args) -> dict:
-    """One process of ``cell``: build, compile as fcn.train does, train 2 epochs, time the 2nd."""
+def worker(cell: str, args) -> dict:
+    """One process of ``cell`` (a worker reads its ``TF_CONFIG``): build, compile as fcn.train
+    does, train 2 epochs, time the 2nd."""
+    index = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task", {}).get("index", 0)
     os.sched_setaffinity(0, {index % os.cpu_count()})
-    if cell.startswith("loop, ") and "worker" in cell:
-        os.environ["TF_CONFIG"] = json.dumps({
-            "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
-            "task": {"type": "worker", "index": index},
-        })  # fmt: skip
     import dataclasses
 
     import keras
@@ -84,31 +80,24 @@ def worker(cell: str, index: int, ports: list[int], args) -> dict:
     else:
         loop.fit(model, strategy, dataset, **schedule)
     images = args.steps * recipe.batch_size
-    return {"cell": cell, "index": index, "images_per_s": images / clock.seconds,
+    return {"cell": cell, "images_per_s": images / clock.seconds,
             "step_s": clock.seconds / args.steps, "cpu": cpu_summary()}  # fmt: skip
 
 
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def run_cell(cell: str, args) -> dict:
-    count = 2 if cell.endswith("2 workers") else 1
-    ports = free_ports(count)
+    from fcn.loop import local_cluster
+
+    configs = local_cluster(2 if cell.endswith("2 workers") else 1) if "worker" in cell else [None]
+    plain = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     processes = [
         subprocess.Popen(
-            [sys.executable, __file__, "--worker", cell, str(i), ",".join(map(str, ports)),
-             "--data", args.data, "--width", str(args.width), "--crop", str(args.crop),
-             "--batch", str(args.batch), "--steps", str(args.steps)],
+            [sys.executable, __file__, "--worker", cell, "--data", args.data,
+             "--width", str(args.width), "--crop", str(args.crop), "--batch", str(args.batch),
+             "--steps", str(args.steps)],
             stdout=subprocess.PIPE, text=True,
+            env={**plain, "TF_CONFIG": config} if config else plain,
         )  # fmt: skip
-        for i in range(count)
+        for config in configs
     ]
     rows = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in processes]
     return rows[0]  # the chief's clock: every worker waits for the others at each step
@@ -116,7 +105,7 @@ def run_cell(cell: str, args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", nargs=3, metavar=("CELL", "INDEX", "PORTS"))
+    parser.add_argument("--worker", metavar="CELL", help="run one process of CELL")
     parser.add_argument("--data", help="a VOC-layout folder (default: a synthetic one, made)")
     parser.add_argument("--width", type=float, default=0.25)
     parser.add_argument("--crop", type=int, default=224)
@@ -125,8 +114,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     if args.worker:
-        cell, index, ports = args.worker
-        print(json.dumps(worker(cell, int(index), [int(p) for p in ports.split(",")], args)))
+        print(json.dumps(worker(args.worker, args)))
         return
     if args.data is None:
         from fcn.data import write_synthetic_voc

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Sequence
 
 import keras
@@ -59,6 +60,28 @@ def cluster_size(tf_config: str | None = None) -> int:
     text = os.environ.get("TF_CONFIG", "") if tf_config is None else tf_config
     cluster = json.loads(text or "{}").get("cluster", {})
     return max(1, len(cluster.get("worker", [])) + len(cluster.get("chief", [])))
+
+
+def local_cluster(workers: int) -> list[str]:
+    """``TF_CONFIG`` values for ``workers`` processes on this machine, one per worker (worker 0
+    the chief), on ports of 127.0.0.1 that are free now: start each process with its own
+    (``TF_CONFIG='...' fcn train ...``).
+
+    Example:
+        >>> configs = [json.loads(c) for c in local_cluster(2)]
+        >>> [c["task"] for c in configs], len(configs[0]["cluster"]["worker"])
+        ([{'type': 'worker', 'index': 0}, {'type': 'worker', 'index': 1}], 2)
+    """
+    sockets = [socket.socket() for _ in range(workers)]
+    for s in sockets:  # held together, so the ports differ
+        s.bind(("127.0.0.1", 0))
+    addresses = [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]
+    for s in sockets:
+        s.close()
+    return [
+        json.dumps({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": i}})
+        for i in range(workers)
+    ]
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

@@ -1,9 +1,9 @@
 """Multi-worker training runs that tests start as separate processes on 127.0.0.1.
 
-python tests/distributed_script.py worker DATA RUN_DIR INDEX PORTS EPOCHS STEPS [resume slow val]
+TF_CONFIG=... python tests/distributed_script.py worker DATA RUN_DIR EPOCHS STEPS [resume slow val]
 python tests/distributed_script.py reference DATA EPOCHS STEPS CHIEF_CHECKPOINT
 
-``worker`` trains as worker INDEX of a cluster on 127.0.0.1:PORTS (comma separated) through
+``worker`` trains as the worker its ``TF_CONFIG`` names (:func:`fcn.loop.local_cluster`) through
 ``fcn.train``; ``reference`` runs the same steps on the same global batches in one process,
 with the default strategy and with MirroredStrategy on two logical CPUs, and compares the final
 weights with the chief's checkpoint. Each prints one JSON line.
@@ -13,18 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 MODE, DATA = sys.argv[1], Path(sys.argv[2])
-if MODE == "worker":  # before TensorFlow starts: the strategy reads it when it is made
-    index, ports = int(sys.argv[4]), sys.argv[5].split(",")
-    os.environ["TF_CONFIG"] = json.dumps({
-        "cluster": {"worker": [f"127.0.0.1:{port}" for port in ports]},
-        "task": {"type": "worker", "index": index},
-    })  # fmt: skip
 
 import tensorflow as tf  # noqa: E402
 
@@ -76,15 +69,16 @@ class Slow(keras.callbacks.Callback):
 
 
 if MODE == "worker":
-    run_dir, epochs, steps = Path(sys.argv[3]), int(sys.argv[6]), int(sys.argv[7])
+    run_dir, epochs, steps = Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+    flags = sys.argv[6:]
     keras.utils.set_random_seed(0)
     recorder = Losses()
     result = fcn.train(
         train_files=FILES, run_dir=run_dir,
-        val_files=fcn.data.voc_pairs(ROOT, "val") if "val" in sys.argv[8:] else (),
+        val_files=fcn.data.voc_pairs(ROOT, "val") if "val" in flags else (),
         epochs=epochs, steps_per_epoch=steps,
-        resume="resume" in sys.argv[8:], verbose=0,
-        callbacks=[recorder, *([Slow()] if "slow" in sys.argv[8:] else [])], **SETTINGS,
+        resume="resume" in flags, verbose=0,
+        callbacks=[recorder, *([Slow()] if "slow" in flags else [])], **SETTINGS,
     )  # fmt: skip
     print(json.dumps({
         "losses": recorder.losses(),

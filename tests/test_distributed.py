@@ -7,7 +7,6 @@ import dataclasses
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,25 +17,19 @@ import pytest
 import tensorflow as tf
 
 from fcn.checkpoint import read_state
+from fcn.loop import local_cluster
 
 SCRIPT = Path(__file__).with_name("distributed_script.py")
 TIMEOUT = 300
 """Seconds a run may take before the test fails (and kills what is left)."""
 
 
-def free_ports(count: int) -> list[int]:
-    """Ports free on 127.0.0.1 now (bound, read and released; a race is unlikely in a test)."""
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
-def start(*args: str | os.PathLike) -> subprocess.Popen:
+def start(*args: str | os.PathLike, tf_config: str | None = None) -> subprocess.Popen:
+    """``python distributed_script.py ARGS``, a worker of the cluster ``tf_config`` names."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(SCRIPT.parent)}
+    env.pop("TF_CONFIG", None)
+    if tf_config:
+        env["TF_CONFIG"] = tf_config
     return subprocess.Popen(
         [sys.executable, str(SCRIPT), *map(str, args)], stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, env=env,
@@ -54,10 +47,9 @@ def result(process: subprocess.Popen) -> dict:
 
 
 def cluster(data, run_dirs, epochs: int, steps: int, *flags: str) -> list[subprocess.Popen]:
-    ports = ",".join(map(str, free_ports(len(run_dirs))))
     return [
-        start("worker", data, run_dir, index, ports, epochs, steps, *flags)
-        for index, run_dir in enumerate(run_dirs)
+        start("worker", data, run_dir, epochs, steps, *flags, tf_config=config)
+        for run_dir, config in zip(run_dirs, local_cluster(len(run_dirs)), strict=True)
     ]
 
 
