@@ -207,13 +207,10 @@ def fit(
         The logs of each completed epoch.
 
     Example:
-        >>> from fcn import build_model
-        >>> from fcn.recipes import RECIPES
-        >>> from fcn.train import compile_for_training
-        >>> model = build_model("fcn8s", 3, weights=None, width=1 / 16)
-        >>> _ = compile_for_training(model, RECIPES["practical"], total_batches=10)
-        >>> batch = (np.zeros((1, 32, 32, 3), np.uint8), np.ones((1, 32, 32), np.uint8))
-        >>> data = tf.data.Dataset.from_tensors(batch).repeat()
+        >>> model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(3, 1)])
+        >>> model.compile(keras.optimizers.SGD(0.1), segmentation_loss())  # any Keras model
+        >>> pixels, labels = np.ones((2, 8, 8, 3), "float32"), np.zeros((2, 8, 8), "uint8")
+        >>> data = tf.data.Dataset.from_tensors((pixels, labels)).repeat()
         >>> logs = fit(model, tf.distribute.get_strategy(), data, epochs=2, initial_epoch=0,
         ...            steps_per_epoch=3, callbacks=[], verbose=0)
         >>> len(logs), sorted(logs[0]), int(model.optimizer.iterations)
