@@ -51,6 +51,9 @@ V1_TYPES = {4: "Convolution", 39: "Deconvolution", 17: "Pooling", 18: "ReLU", 6:
 KERAS_AXES = (2, 3, 1, 0)
 """Caffe kernel axes in Keras' order, for convolutions and deconvolutions alike (see above)."""
 
+CAFFE_AXES = tuple(int(axis) for axis in np.argsort(KERAS_AXES))
+"""The inverse: Keras kernel axes in Caffe's order, (3, 2, 0, 1)."""
+
 
 class CaffeFormatError(ValueError):
     """Not a readable ``.caffemodel``, or not the net asked for; the message names the file and
@@ -159,7 +162,10 @@ class _Reader:
         if wire == VARINT:
             self.varint()
             return
-        end = self.end_of(limit) if wire == LENGTH else self.file.tell() + (8 if wire == 1 else 4)
+        if wire == LENGTH:
+            end = self.end_of(limit)
+        else:
+            end = self.file.tell() + (8 if wire == FIXED64 else 4)
         if end > limit:
             raise self.fail("truncated")
         self.file.seek(end)
@@ -214,9 +220,11 @@ def _layer(reader: _Reader, end: int, v1: bool) -> CaffeLayer:
         if field == name_field and wire == LENGTH:
             name = reader.text(end)
         elif field == type_field and wire == (VARINT if v1 else LENGTH):
-            kind = V1_TYPES.get(number := reader.varint(), f"V1 type {number}") if v1 else (
-                reader.text(end)
-            )  # fmt: skip
+            if v1:
+                number = reader.varint()
+                kind = V1_TYPES.get(number, f"V1 type {number}")
+            else:
+                kind = reader.text(end)
         elif field == blobs_field and wire == LENGTH:
             blobs.append(_blob(reader, reader.end_of(end), name))
         else:
@@ -355,8 +363,7 @@ def convert_caffe(caffemodel: str | os.PathLike, variant: str = "fcn8s") -> kera
             )
         for blob, variable in zip(source.blobs, layer.weights):
             target = tuple(variable.shape)
-            caffe = tuple(target[axis] for axis in np.argsort(KERAS_AXES)) if len(target) == 4 \
-                else target  # fmt: skip
+            caffe = tuple(target[axis] for axis in CAFFE_AXES) if len(target) == 4 else target
             if _as_rank(blob.shape, len(caffe)) != caffe:
                 raise CaffeFormatError(
                     f"{path}: layer {layer.name} holds a blob of shape {blob.shape}, "
@@ -393,7 +400,7 @@ def caffe_layers(model: keras.Model) -> list[tuple[str, str, list[np.ndarray]]]:
             "Convolution"
         )  # fmt: skip
         blobs = [
-            np.transpose(w, np.argsort(KERAS_AXES)) if w.ndim == 4 else w
+            np.transpose(w, CAFFE_AXES) if w.ndim == 4 else w
             for w in (np.asarray(v) for v in layer.weights)
         ]
         layers.append((layer.name, kind, blobs))

@@ -88,10 +88,8 @@ if MODE == "worker":
     }))  # fmt: skip
 elif MODE == "reference":
     epochs, steps, chief_checkpoint = int(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5])
-    recipe = dataclasses.replace(
-        RECIPES["practical"], crop_size=64, batch_size=GLOBAL_BATCH, learning_rate=0.01,
-        augment=False,
-    )  # fmt: skip
+    overrides = ("crop_size", "batch_size", "learning_rate", "augment")  # as fcn.train does
+    recipe = dataclasses.replace(RECIPES["practical"], **{k: SETTINGS[k] for k in overrides})
 
     def global_batches() -> tf.data.Dataset:
         """What the two workers' input pipelines give, side by side: each global batch."""

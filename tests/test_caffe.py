@@ -16,7 +16,7 @@ from fcn.caffe import (
     read_caffemodel,
     write_caffemodel,
 )
-from fcn.model import CROP_OFFSETS, INPUT_PAD, SKIP_POOLS, UPSAMPLERS, topology
+from fcn.model import ATONCE_SCALES, CROP_OFFSETS, INPUT_PAD, SKIP_POOLS, UPSAMPLERS, topology
 from fcn.preprocessing import PAPER_MEAN_BGR
 
 
@@ -67,7 +67,7 @@ def caffe_forward(layers: dict, variant: str, image: np.ndarray) -> np.ndarray:
             pad = 1 if name.startswith("conv") and name != "conv1_1" else 0
             x = conv(x, kernel, bias[0] if bias else None, pad)
             x = x if name == "score_fr" else np.maximum(x, 0)
-    scales = {"pool4": 0.01, "pool3": 0.0001} if variant == "fcn8s_atonce" else {}
+    scales = ATONCE_SCALES if variant == "fcn8s_atonce" else {}
     ups = ["upscore2", "upscore_pool4"]
     for up, block in zip(ups, SKIP_POOLS[variant], strict=False):
         x = deconv(x, layers[up][0], 2)
