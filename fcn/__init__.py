@@ -3,10 +3,10 @@
 The package, by wing: the model (:mod:`fcn.model`, its layers, VGG16 weights, in-place
 initialisation, lean gradients), data (:mod:`fcn.data`), training (:mod:`fcn.train`,
 :mod:`fcn.recipes`, :mod:`fcn.checkpoint`, :mod:`fcn.device`), inference
-(:mod:`fcn.inference`: streamed forward pass, tiles, budgets, model files, evaluate, predict),
-and scores and pictures (:mod:`fcn.metrics`, :mod:`fcn.results`, :mod:`fcn.plots`). Importing
-it changes no global TensorFlow setting: :func:`enable_memory_growth` runs when a model is
-built, loaded or trained (see its docstring).
+(:mod:`fcn.inference`: streamed forward pass, tiles, budgets, model files, evaluate, predict,
+export), and scores and pictures (:mod:`fcn.metrics`, :mod:`fcn.results`, :mod:`fcn.plots`).
+Importing it changes no global TensorFlow setting: :func:`enable_memory_growth` runs when a
+model is built, loaded or trained (see its docstring).
 """
 
 __version__ = "0.1.0"
@@ -17,6 +17,7 @@ from fcn.classes import IGNORE_LABEL, NUM_CLASSES, VOC_CLASSES
 from fcn.config import TrainConfig
 from fcn.device import OutOfMemoryError, enable_memory_growth, find_batch_size
 from fcn.inference.evaluate import EvaluationCallback, evaluate
+from fcn.inference.export import export_model
 from fcn.inference.model_files import load_model
 from fcn.inference.predict import predict, predict_files
 from fcn.metrics import ConfusionMatrix, MeanIoU
@@ -43,6 +44,7 @@ __all__ = [
     "data",
     "enable_memory_growth",
     "evaluate",
+    "export_model",
     "find_batch_size",
     "load_model",
     "predict",

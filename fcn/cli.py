@@ -1,5 +1,5 @@
 """The ``fcn`` command line: train, evaluate, predict, find-batch-size, download, demo, convert,
-info.
+export, info.
 
 User errors (missing files, bad data, no model, out of memory, ...) print one line
 ``fcn: error: ...`` and exit with status 2, without a traceback.
@@ -18,6 +18,7 @@ from typing import Any, get_args, get_type_hints
 
 import fcn
 from fcn.inference.budget import STREAMED_MAX_PIXELS
+from fcn.inference.export import FORMATS, OUTPUTS
 from fcn.inference.model_files import DEFAULT_MODEL
 
 _MAX_PIXELS = f"{STREAMED_MAX_PIXELS:,} px"
@@ -109,6 +110,15 @@ def _cmd_convert(args) -> int:
     return 0
 
 
+def _cmd_export(args) -> int:
+    path = fcn.export_model(
+        args.model, args.out, args.format, size=args.size and tuple(args.size), output=args.output
+    )
+    shape = "1 x {} x {}".format(*args.size) if args.format == "litert" else "N x H x W"
+    print(f"{args.model} -> {path} ({args.format}: uint8 image {shape} x 3 -> {args.output})")
+    return 0
+
+
 def _cmd_info(args) -> int:
     model = fcn.build_model(args.variant, weights=None)
     model.summary(line_length=110)
@@ -179,6 +189,10 @@ EXAMPLES = {
     "convert": """examples:
   fcn convert fcn8s-heavy-pascal.caffemodel --variant fcn8s --out weights/fcn8s-voc.keras
   fcn convert fcn8s-atonce-pascal.caffemodel --variant fcn8s_atonce --out fcn8s-atonce.keras""",
+    "export": """examples:
+  fcn export fcn8s-voc --out export/fcn8s                 # SavedModel: uint8 images, any size
+  fcn export runs/fcn8s/best.keras --format litert --size 512 512 --out fcn8s.tflite
+  fcn export fcn8s-voc --format onnx --output logits --out fcn8s.onnx   # needs tf2onnx""",
     "info": """examples:
   fcn info --variant fcn16s""",
 }
@@ -268,6 +282,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("caffemodel", help="the .caffemodel file, e.g. fcn8s-heavy-pascal.caffemodel")
     p.add_argument("--variant", default="fcn8s", choices=fcn.VARIANTS)
     p.add_argument("--out", required=True, help="the .keras file to write")
+
+    p = command("export", _cmd_export, "export for serving: SavedModel, LiteRT or ONNX")
+    p.add_argument("model", help=".keras model or a known name (fcn8s-voc, ...)")
+    p.add_argument("--out", required=True, help="the folder (saved_model) or file to write")
+    p.add_argument("--format", default="saved_model", choices=list(FORMATS),
+                   help="saved_model (a folder), litert (.tflite), onnx (.onnx); "
+                   "default %(default)s")  # fmt: skip
+    p.add_argument("--size", type=int, nargs=2, metavar=("H", "W"),
+                   help="fixed image size in pixels (litert: required; else any size)")  # fmt: skip
+    p.add_argument("--output", default="labels", choices=OUTPUTS,
+                   help="labels (N, H, W) or logits (N, H, W, C), default %(default)s")  # fmt: skip
 
     p = command("info", _cmd_info, "print a model's layers, parameter count and crop offsets")
     p.add_argument("--variant", default="fcn8s", choices=fcn.VARIANTS)

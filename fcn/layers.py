@@ -1,5 +1,6 @@
 """The small custom pieces of an FCN graph: Caffe-style crop, constant scale, bilinear kernels,
-and a convolution with a lean backward pass.
+a convolution with a lean backward pass, and the reduction of scores to class labels (the
+dtype convention of every label map ``fcn`` returns or exports).
 
 All are registered for ``.keras`` serialisation (no Lambda layers anywhere).
 """
@@ -167,3 +168,42 @@ class LeanConv2D(keras.layers.Conv2D):
         if self.use_bias:
             outputs = tf.nn.bias_add(outputs, tf.cast(self.bias, outputs.dtype))
         return outputs if self.activation is None else self.activation(outputs)
+
+
+def label_dtype(num_classes: int) -> tf.DType:
+    """The dtype of label maps of ``num_classes`` classes: uint8 up to 256, else int32.
+
+    Example:
+        >>> label_dtype(21), label_dtype(1000)
+        (tf.uint8, tf.int32)
+    """
+    return tf.uint8 if num_classes <= 256 else tf.int32
+
+
+def class_labels(logits: tf.Tensor) -> tf.Tensor:
+    """Class indices (...) of scores (..., C), in :func:`label_dtype` (C).
+
+    Example:
+        >>> class_labels(tf.constant([[0.1, 2.0, -1.0], [3.0, 0.0, 0.0]])).numpy()
+        array([1, 0], dtype=uint8)
+    """
+    indices = tf.argmax(logits, -1, output_type=tf.int32)
+    return tf.cast(indices, label_dtype(logits.shape[-1]))
+
+
+@keras.saving.register_keras_serializable(package="fcn")
+class ClassLabels(keras.layers.Layer):
+    """Scores (N, H, W, C) -> class labels (N, H, W) by :func:`class_labels`: the last layer of
+    an exported labelling model (:mod:`fcn.inference.export`). A plain ``tf.argmax``, which
+    LiteRT runs with its builtin ops (``keras.ops.argmax`` adds a bitwise op it lacks).
+
+    Example:
+        >>> ClassLabels()(np.array([[[[0.0, 1.0], [2.0, 1.0]]]], "float32")).numpy()
+        array([[[1, 0]]], dtype=uint8)
+    """
+
+    def call(self, logits):
+        return class_labels(logits)
+
+    def compute_output_spec(self, logits):
+        return keras.KerasTensor(logits.shape[:-1], label_dtype(logits.shape[-1]).name)

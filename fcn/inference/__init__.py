@@ -8,4 +8,6 @@
 - :mod:`~fcn.inference.model_files`: where the default model is, checksums, safe loading.
 - :mod:`~fcn.inference.evaluate` (``fcn.evaluate``) and :mod:`~fcn.inference.predict`
   (``fcn.predict``): the public calls built on the above.
+- :mod:`~fcn.inference.export` (``fcn.export_model``): SavedModel, LiteRT and ONNX files that
+  serve without ``fcn``.
 """

@@ -22,8 +22,9 @@ from fcn.data.decode import read_image
 from fcn.data.files import IMAGE_SUFFIXES
 from fcn.inference.budget import Budget
 from fcn.inference.model_files import load_model
-from fcn.inference.streamed import label_dtype, streams
+from fcn.inference.streamed import streams
 from fcn.inference.tiling import DEFAULT_MARGIN, predict_tiled
+from fcn.layers import label_dtype
 
 ImageLike = str | os.PathLike | Image.Image | np.ndarray
 

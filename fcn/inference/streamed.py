@@ -41,7 +41,7 @@ import numpy as np
 import tensorflow as tf
 
 from fcn.inference import budget
-from fcn.layers import LeanConv2D, Scale
+from fcn.layers import LeanConv2D, Scale, class_labels, label_dtype
 from fcn.model import Topology, topology_of
 
 Output = Literal["logits", "labels"]
@@ -174,22 +174,6 @@ def _pointwise_path(path: list, rows):
         return out
 
     return tf.cond(_has_rows(rows), run, lambda: _no_rows(path[-1], rows))
-
-
-def label_dtype(num_classes: int) -> tf.DType:
-    """The dtype of label maps of ``num_classes`` classes: uint8 up to 256, else int32.
-
-    Example:
-        >>> label_dtype(21), label_dtype(1000)
-        (tf.uint8, tf.int32)
-    """
-    return tf.uint8 if num_classes <= 256 else tf.int32
-
-
-def _argmax(logits):
-    """Class indices of (..., C) logits: uint8 up to 256 classes, else int32."""
-    indices = tf.argmax(logits, -1, output_type=tf.int32)
-    return tf.cast(indices, label_dtype(logits.shape[-1]))
 
 
 def _rows_first(x):
@@ -354,7 +338,7 @@ class _StreamedFCN:
             logits = up(scores[:, first:stop])
             top = lo + offset - step * first
             logits = tf.cast(logits[:, top : top + hi - lo, offset : offset + width], "float32")
-            return _argmax(logits) if output == "labels" else logits
+            return class_labels(logits) if output == "labels" else logits
 
         if output == "labels":
             return _in_bands(height, band, one, label_dtype(up.filters), 3)
@@ -443,7 +427,7 @@ def compiled_forward(
 
         def whole(images):
             logits = model(tf.cast(images, tf.float32), training=False)
-            return _argmax(logits) if output == "labels" else logits
+            return class_labels(logits) if output == "labels" else logits
 
         def banded(images):
             return streamed(images, output)

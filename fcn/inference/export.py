@@ -1,0 +1,146 @@
+"""Export an FCN for serving without ``fcn``: a TensorFlow SavedModel, a LiteRT (TFLite) file or
+an ONNX file, each taking uint8 RGB images and returning class labels (or logits).
+
+The exported graph is :func:`serving_model`: the FCN with a uint8 input named ``image`` and one
+named output, ``labels`` (N, H, W) in :func:`fcn.layers.label_dtype` or ``logits``
+(N, H, W, C) float32, written by Keras' ``Model.export``. What each format takes:
+
+=============  =================================  ==========================================
+format         input ``image``                    runs on
+=============  =================================  ==========================================
+saved_model    (N, H, W, 3) uint8, any N, H, W    TensorFlow, TF Serving (``serving_default``)
+litert         (1, H, W, 3) uint8, ``size`` H, W  LiteRT / TFLite interpreters (phones, edge)
+onnx           (N, H, W, 3) uint8, any N, H, W    ONNX Runtime etc. (needs ``tf2onnx``)
+=============  =================================  ==========================================
+
+``size`` fixes H and W in every format; LiteRT needs it. A fixed-size SavedModel's ``serve``
+function refuses other sizes; its ``serving_default`` signature does not check (TensorFlow
+runs it on whatever it gets), so call it at its size. The exported graph runs each image
+whole, as Keras does: its memory grows with the image (the full FCN-8s needs ~1 GiB per
+megapixel on a CPU), whereas :func:`fcn.predict` streams any size in bounded memory
+(:mod:`fcn.inference.streamed`). Dropout is off (inference). An export is written beside its
+destination and moved into place when complete, so an interrupted export leaves no partial
+artifact and an earlier one at that path stays until the new one is whole.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+import keras
+import tensorflow as tf
+
+from fcn.inference.model_files import load_model
+from fcn.layers import ClassLabels
+
+FORMATS: dict[str, str] = {"saved_model": "tf_saved_model", "litert": "litert", "onnx": "onnx"}
+"""``export_model``'s formats and Keras' names for them (``Model.export(format=...)``)."""
+
+OUTPUTS: tuple[str, ...] = ("labels", "logits")
+"""What an exported model returns, and the name of its output."""
+
+INPUT_NAME = "image"
+"""The name of an exported model's input."""
+
+
+Output = Literal["labels", "logits"]
+
+
+def serving_model(model: keras.Model, output: Output = "labels") -> keras.Model:
+    """``model`` (an FCN from RGB 0..255 to logits) behind a uint8 input named ``image``, with
+    one output named ``output``: labels (N, H, W) or logits (N, H, W, C). It shares
+    ``model``'s weights.
+
+    Example:
+        >>> import fcn, numpy as np
+        >>> served = serving_model(fcn.build_model("fcn8s", weights=None, width=1 / 16))
+        >>> out = served(np.zeros((2, 40, 50, 3), np.uint8))
+        >>> list(out), out["labels"].shape, out["labels"].dtype
+        (['labels'], TensorShape([2, 40, 50]), tf.uint8)
+    """
+    if output not in OUTPUTS:
+        raise ValueError(f"unknown output {output!r}; choose one of {', '.join(OUTPUTS)}")
+    image = keras.Input((None, None, 3), dtype="uint8", name=INPUT_NAME)
+    logits = model(image, training=False)
+    result = ClassLabels(name="labels")(logits) if output == "labels" else logits
+    return keras.Model(image, {output: result}, name=f"{model.name}_{output}")
+
+
+def _input_spec(format: str, size: tuple[int, int] | None) -> tf.TensorSpec:
+    if size is not None and (len(size) != 2 or min(size) < 1):
+        raise ValueError(f"size must be (height, width) in pixels, both positive: got {size}")
+    if format == "litert" and size is None:
+        raise ValueError("a LiteRT file has a fixed image size: pass size=(H, W) (--size H W)")
+    height, width = size if size is not None else (None, None)
+    batch = 1 if format == "litert" else None
+    return tf.TensorSpec((batch, height, width, 3), tf.uint8, name=INPUT_NAME)
+
+
+def _replace(new: Path, path: Path) -> None:
+    """Move the finished ``new`` onto ``path``, which may hold an earlier file or folder."""
+    if path.is_dir() and not path.is_symlink():
+        old = path.with_name(f".{path.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        path.rename(old)
+        new.rename(path)
+        shutil.rmtree(old)
+    else:
+        os.replace(new, path)
+
+
+def export_model(
+    model: keras.Model | str | os.PathLike | None,
+    path: str | os.PathLike,
+    format: Literal["saved_model", "litert", "onnx"] = "saved_model",
+    *,
+    size: tuple[int, int] | None = None,
+    output: Output = "labels",
+) -> Path:
+    """Write ``model`` as a SavedModel folder, a ``.tflite`` file or an ``.onnx`` file.
+
+    Args:
+        model: a Keras FCN, a ``.keras`` path, a known name (``"fcn8s-voc"``) or None for the
+            default model (:func:`fcn.load_model`).
+        path: the folder (saved_model) or file to write; an existing one is replaced once the
+            new one is complete. A LiteRT file's name must end in ``.tflite``.
+        format: one of :data:`FORMATS` (see the module's table).
+        size: (height, width) in pixels that the exported model takes; required for
+            ``litert``, optional elsewhere (default: any size).
+        output: ``"labels"``: (N, H, W) class indices, uint8 up to 256 classes, else int32;
+            ``"logits"``: (N, H, W, C) float32.
+
+    Returns:
+        ``path``.
+
+    Example:
+        >>> import fcn, numpy as np, tempfile, tensorflow as tf
+        >>> model = fcn.build_model("fcn8s", weights=None, width=1 / 16)
+        >>> folder = export_model(model, tempfile.mkdtemp() + "/fcn8s", "saved_model")
+        >>> served = tf.saved_model.load(str(folder)).signatures["serving_default"]
+        >>> served(image=tf.zeros((1, 60, 80, 3), tf.uint8))["labels"].shape
+        TensorShape([1, 60, 80])
+    """
+    if format not in FORMATS:
+        raise ValueError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
+    spec = _input_spec(format, size)
+    path = Path(path)
+    if format == "litert" and path.suffix != ".tflite":
+        raise ValueError(f"{path}: a LiteRT file's name must end in .tflite")
+    if format == "onnx":
+        try:
+            import tf2onnx  # noqa: F401  (Keras converts through it)
+        except ImportError as err:
+            raise RuntimeError("ONNX export needs tf2onnx: pip install 'fcn-keras[onnx]'") from err
+    if not isinstance(model, keras.Model):
+        model = load_model(model)
+    served = serving_model(model, output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{path.name}.", dir=path.parent) as work:
+        new = Path(work) / path.name
+        served.export(new, format=FORMATS[format], input_signature=[spec], verbose=False)
+        _replace(new, path)
+    return path

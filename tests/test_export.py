@@ -1,0 +1,134 @@
+"""fcn.export_model / ``fcn export``: SavedModel, LiteRT and ONNX files that give the Keras
+model's labels and logits, read back by their own runtimes (TensorFlow without Keras, the
+LiteRT interpreter, ONNX Runtime)."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import onnxruntime
+import pytest
+import tensorflow as tf
+from ai_edge_litert.interpreter import Interpreter
+from conftest import clear_of_ties, network_tolerance
+
+import fcn
+from fcn.cli import main
+from fcn.inference import export
+
+RNG = np.random.default_rng(0)
+SIZES = [(37, 53), (64, 96)]
+"""Two image sizes (H, W) that the size-free exports must both take: one odd, one even."""
+
+
+def _images(height: int, width: int, batch: int = 2) -> np.ndarray:
+    return RNG.integers(0, 256, (batch, height, width, 3), dtype=np.uint8)
+
+
+def _check(model: keras.Model, images: np.ndarray, out: dict, output: str) -> None:
+    """``out[output]`` is ``model``'s logits within their rounding tolerance, or its labels on
+    every pixel whose class is clear of near-ties (and nearly every pixel is)."""
+    whole = np.asarray(model(images.astype("float32"), training=False))
+    tolerance = network_tolerance(model, np.abs(whole).max())
+    got = np.asarray(out[output])
+    assert list(out) == [output]
+    if output == "logits":
+        assert got.dtype == np.float32 and got.shape == whole.shape
+        np.testing.assert_allclose(got, whole, rtol=0, atol=tolerance)
+        return
+    clear = clear_of_ties(whole, tolerance)
+    assert got.dtype == np.uint8 and got.shape == whole.shape[:3] and clear.mean() > 0.9
+    np.testing.assert_array_equal(got[clear], whole.argmax(-1)[clear])
+
+
+@pytest.mark.parametrize("output", export.OUTPUTS)
+def test_saved_model_takes_uint8_images_of_any_size(tiny_fcn8s, tmp_path, output):
+    path = fcn.export_model(tiny_fcn8s, tmp_path / "fcn8s", "saved_model", output=output)
+    served = tf.saved_model.load(str(path)).signatures["serving_default"]
+    assert served.structured_input_signature[1]["image"].dtype == tf.uint8
+    for height, width in SIZES:
+        images = _images(height, width)
+        _check(tiny_fcn8s, images, served(image=tf.constant(images)), output)
+
+
+def test_litert_file_at_its_fixed_size(tiny_fcn8s, tmp_path):
+    height, width = SIZES[1]
+    path = fcn.export_model(tiny_fcn8s, tmp_path / "fcn8s.tflite", "litert", size=(height, width))
+    interpreter = Interpreter(model_path=str(path))
+    (detail,) = interpreter.get_input_details()
+    assert tuple(detail["shape"]) == (1, height, width, 3) and detail["dtype"] == np.uint8
+    run = interpreter.get_signature_runner()
+    for _ in range(2):
+        images = _images(height, width, batch=1)
+        _check(tiny_fcn8s, images, run(image=images), "labels")
+
+
+def test_onnx_file_takes_any_size(tiny_fcn8s, tmp_path):
+    path = fcn.export_model(tiny_fcn8s, tmp_path / "fcn8s.onnx", "onnx", output="logits")
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert [i.name for i in session.get_inputs()] == ["image"]
+    for height, width in SIZES:
+        images = _images(height, width)
+        (logits,) = session.run(["logits"], {"image": images})
+        _check(tiny_fcn8s, images, {"logits": logits}, "logits")
+
+
+def test_a_fixed_size_saved_model_refuses_other_sizes(tiny_fcn8s, tmp_path):
+    path = fcn.export_model(tiny_fcn8s, tmp_path / "fixed", size=SIZES[0])
+    loaded = tf.saved_model.load(str(path))
+    signature = loaded.signatures["serving_default"].structured_input_signature[1]
+    assert signature["image"].shape.as_list() == [None, *SIZES[0], 3]
+    images = _images(*SIZES[0])
+    _check(tiny_fcn8s, images, loaded.serve(tf.constant(images)), "labels")
+    with pytest.raises(TypeError, match="Can not cast TensorSpec"):  # the function checks
+        loaded.serve(tf.constant(_images(*SIZES[1])))
+
+
+def test_an_export_replaces_the_old_one_only_when_complete(tiny_fcn8s, tmp_path, monkeypatch):
+    path = fcn.export_model(tiny_fcn8s, tmp_path / "fcn8s")
+    written = {p.relative_to(path): p.stat().st_mtime_ns for p in path.rglob("*")}
+
+    def fail_halfway(self, filepath, **kwargs):
+        filepath.mkdir()
+        (filepath / "saved_model.pb").write_bytes(b"partial")
+        raise OSError("disk full")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(keras.Model, "export", fail_halfway)
+        with pytest.raises(OSError, match="disk full"):
+            fcn.export_model(tiny_fcn8s, path)
+    assert {p.relative_to(path): p.stat().st_mtime_ns for p in path.rglob("*")} == written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fcn8s"]  # no leftovers
+
+    fcn.export_model(tiny_fcn8s, path, output="logits")  # a complete one replaces it
+    served = tf.saved_model.load(str(path)).signatures["serving_default"]
+    assert list(served.structured_outputs) == ["logits"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fcn8s"]
+
+
+def test_more_than_256_classes_export_int32_labels():
+    model = fcn.build_model("fcn32s", 300, weights=None, width=1 / 16)
+    labels = export.serving_model(model)(_images(32, 32, batch=1))["labels"]
+    assert labels.dtype == tf.int32 and labels.shape == (1, 32, 32)
+
+
+def test_cli_export_and_its_one_line_errors(tiny_fcn8s, tmp_path, capsys):
+    model_file = tmp_path / "model.keras"
+    tiny_fcn8s.save(model_file)
+    out = tmp_path / "fcn8s.tflite"
+    assert main(["export", str(model_file), "--format", "litert", "--size", "32", "40",
+                 "--out", str(out)]) == 0  # fmt: skip
+    assert f"-> {out} (litert: uint8 image 1 x 32 x 40 x 3 -> labels)" in capsys.readouterr().out
+    assert Interpreter(model_path=str(out)).get_input_details()[0]["shape"].tolist() == [
+        1, 32, 40, 3,
+    ]  # fmt: skip
+    for args, message in [
+        (["--format", "litert", "--out", str(out)], "fixed image size: pass size=(H, W)"),
+        (["--format", "litert", "--size", "32", "40", "--out", str(tmp_path / "a.lite")],
+         "a.lite: a LiteRT file's name must end in .tflite"),
+        (["--size", "0", "40", "--out", str(tmp_path / "b")], "both positive: got (0, 40)"),
+    ]:  # fmt: skip
+        assert main(["export", str(model_file), *args]) == 2
+        assert message in capsys.readouterr().err
+    assert main(["export", str(tmp_path / "missing.keras"), "--out", str(tmp_path / "c")]) == 2
+    assert "missing.keras" in capsys.readouterr().err
