@@ -171,9 +171,19 @@ def _peak_memory_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def _available_host_memory() -> int:
-    with open("/proc/meminfo") as f:
-        fields = dict(line.split(":", 1) for line in f)
+def available_host_memory() -> int | None:
+    """Bytes of host memory a new allocation can get without swapping (Linux' MemAvailable),
+    or None where the system does not say (no ``/proc/meminfo``).
+
+    Example:
+        >>> available_host_memory() > 0
+        True
+    """
+    try:
+        with open("/proc/meminfo") as f:
+            fields = dict(line.split(":", 1) for line in f)
+    except OSError:
+        return None
     return int(fields["MemAvailable"].split()[0]) * 1024
 
 
@@ -234,7 +244,10 @@ def find_batch_size(
         raise ValueError(f"max_batch must be at least 1, got {max_batch}")
     on_gpu = bool(tf.config.list_logical_devices("GPU"))
     if memory_limit is None and not on_gpu:
-        memory_limit = int(0.8 * _available_host_memory())
+        available = available_host_memory()
+        if available is None:
+            raise ValueError("this system does not report its free memory: pass memory_limit")
+        memory_limit = int(0.8 * available)
     num_classes = model.output_shape[-1]
     saved = model.get_weights()
     optimizer = CaffeSGD(1e-12, momentum=0.9)  # training's update: in place, in update_order

@@ -88,7 +88,7 @@ def test_an_export_replaces_the_old_one_only_when_complete(tiny_fcn8s, tmp_path,
     path = fcn.export_model(tiny_fcn8s, tmp_path / "fcn8s")
     written = {p.relative_to(path): p.stat().st_mtime_ns for p in path.rglob("*")}
 
-    def fail_halfway(self, filepath, **kwargs):
+    def fail_halfway(self, filepath, *args, **kwargs):
         filepath.mkdir()
         (filepath / "saved_model.pb").write_bytes(b"partial")
         raise OSError("disk full")
@@ -104,6 +104,19 @@ def test_an_export_replaces_the_old_one_only_when_complete(tiny_fcn8s, tmp_path,
     served = tf.saved_model.load(str(path)).signatures["serving_default"]
     assert list(served.structured_outputs) == ["logits"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fcn8s"]
+
+
+def test_an_export_that_would_not_fit_in_memory_is_refused_before_it_starts(
+    tiny_fcn8s, tmp_path, monkeypatch
+):
+    weights = sum(w.numpy().nbytes for w in tiny_fcn8s.weights)
+    need = export.FORMATS["onnx"].memory * weights
+    monkeypatch.setattr(export, "available_host_memory", lambda: int(need) - 1)
+    with pytest.raises(fcn.OutOfMemoryError, match=f"{need / 2**30:.1f} GiB of memory, 51x"):
+        fcn.export_model(tiny_fcn8s, tmp_path / "fcn8s.onnx", "onnx")
+    assert not list(tmp_path.iterdir())
+    monkeypatch.setattr(export, "available_host_memory", lambda: int(need) + 1)
+    assert fcn.export_model(tiny_fcn8s, tmp_path / "fcn8s.onnx", "onnx").is_file()
 
 
 def test_more_than_256_classes_export_int32_labels():
@@ -125,7 +138,7 @@ def test_cli_export_and_its_one_line_errors(tiny_fcn8s, tmp_path, capsys):
     for args, message in [
         (["--format", "litert", "--out", str(out)], "fixed image size: pass size=(H, W)"),
         (["--format", "litert", "--size", "32", "40", "--out", str(tmp_path / "a.lite")],
-         "a.lite: a LiteRT file's name must end in .tflite"),
+         "a.lite: a litert file's name must end in .tflite"),
         (["--size", "0", "40", "--out", str(tmp_path / "b")], "both positive: got (0, 40)"),
     ]:  # fmt: skip
         assert main(["export", str(model_file), *args]) == 2

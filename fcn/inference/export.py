@@ -25,20 +25,51 @@ artifact and an earlier one at that path stays until the new one is whole.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import keras
+import numpy as np
 import tensorflow as tf
 
+from fcn.device import OutOfMemoryError, available_host_memory
 from fcn.inference.model_files import load_model
 from fcn.layers import ClassLabels
 
-FORMATS: dict[str, str] = {"saved_model": "tf_saved_model", "litert": "litert", "onnx": "onnx"}
-"""``export_model``'s formats and Keras' names for them (``Model.export(format=...)``)."""
+
+@dataclass(frozen=True)
+class Format:
+    """One export format.
+
+    Attributes:
+        keras_name: Keras' name for it (``Model.export(format=...)``).
+        suffix: what the file's name must end in ("" for a folder).
+        memory: the converter's peak memory above the loaded model, per byte of the model's
+            weights, rounded up from ``benchmarks/convert_memory.py`` (full FCN-8s: SavedModel
+            0.07, LiteRT 9.4; ONNX through tf2onnx 50.4 at width 1/2, 52 at 1/4, as the full
+            model needs more than this machine's 24 GiB).
+
+    Example:
+        >>> FORMATS["onnx"].suffix, round(FORMATS["onnx"].memory * 513 / 1024, 1)  # GiB: FCN-8s
+        ('.onnx', 25.5)
+    """
+
+    keras_name: str
+    suffix: str
+    memory: float
+
+
+FORMATS: dict[str, Format] = {
+    "saved_model": Format("tf_saved_model", "", 0.1),
+    "litert": Format("litert", ".tflite", 10.0),
+    "onnx": Format("onnx", ".onnx", 51.0),
+}
+"""``export_model``'s formats."""
 
 OUTPUTS: tuple[str, ...] = ("labels", "logits")
 """What an exported model returns, and the name of its output."""
@@ -78,6 +109,22 @@ def _input_spec(format: str, size: tuple[int, int] | None) -> tf.TensorSpec:
     height, width = size if size is not None else (None, None)
     batch = 1 if format == "litert" else None
     return tf.TensorSpec((batch, height, width, 3), tf.uint8, name=INPUT_NAME)
+
+
+def _check_memory(model: keras.Model, format: str) -> None:
+    """Refuse, before starting, an export whose converter would need more memory than is
+    available (it would be killed, or make the machine swap, with nothing written)."""
+    weights = sum(math.prod(w.shape) * np.dtype(w.dtype).itemsize for w in model.weights)
+    need = FORMATS[format].memory * weights
+    available = available_host_memory()
+    if available is not None and need > available:
+        raise OutOfMemoryError(
+            f"exporting {model.name} ({weights / 2**20:.0f} MiB of weights) to {format} needs "
+            f"about {need / 2**30:.1f} GiB of memory, {FORMATS[format].memory:g}x its weights "
+            f"(benchmarks/README.md), and {available / 2**30:.1f} GiB are available"
+            + (": export a SavedModel here (it needs little) and convert that with tf2onnx "
+               "on a machine with more memory" if format == "onnx" else "")
+        )
 
 
 def _replace(new: Path, path: Path) -> None:
@@ -128,8 +175,8 @@ def export_model(
         raise ValueError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
     spec = _input_spec(format, size)
     path = Path(path)
-    if format == "litert" and path.suffix != ".tflite":
-        raise ValueError(f"{path}: a LiteRT file's name must end in .tflite")
+    if FORMATS[format].suffix and path.suffix != FORMATS[format].suffix:
+        raise ValueError(f"{path}: a {format} file's name must end in {FORMATS[format].suffix}")
     if format == "onnx":
         try:
             import tf2onnx  # noqa: F401  (Keras converts through it)
@@ -137,10 +184,11 @@ def export_model(
             raise RuntimeError("ONNX export needs tf2onnx: pip install 'fcn-keras[onnx]'") from err
     if not isinstance(model, keras.Model):
         model = load_model(model)
+    _check_memory(model, format)
     served = serving_model(model, output)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{path.name}.", dir=path.parent) as work:
         new = Path(work) / path.name
-        served.export(new, format=FORMATS[format], input_signature=[spec], verbose=False)
+        served.export(new, FORMATS[format].keras_name, input_signature=[spec], verbose=False)
         _replace(new, path)
     return path
