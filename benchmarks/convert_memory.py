@@ -30,7 +30,11 @@ MIB = 2**20
 EXPORT_SIZE = (500, 500)
 """The LiteRT file's fixed image size (H, W): the largest side of a VOC image."""
 
-CELLS = ("convert", "save", "saved_model", "litert", "onnx")
+CELLS = ("build", "convert", "save", "saved_model", "litert", "onnx")
+"""build: ``fcn.build_model("fcn8s", weights=None)`` alone, the part of converting that is not
+reading the file; convert: ``fcn.convert_caffe``; save: that and ``model.save(.keras)``; then
+the exports of the saved model (each from ``fcn.load_model``, not timed)."""
+CONVERSIONS = ("build", "convert", "save")
 
 
 def write(path: Path) -> dict:
@@ -53,24 +57,31 @@ def measure(cell: str, folder: Path) -> dict:
 
     tf.zeros(1) + 1  # start the runtime: part of any process that converts
     keras_file = folder / "fcn8s-voc.keras"
-    model = fcn.load_model(keras_file) if cell not in ("convert", "save") else None
+    model = fcn.load_model(keras_file) if cell not in CONVERSIONS else None
     reset_peak()
     resting = rss_mib()["VmRSS"]
     start = time.perf_counter()
-    if cell in ("convert", "save"):
+    out = None
+    if cell == "build":
+        model = fcn.build_model("fcn8s", weights=None)
+    elif cell in CONVERSIONS:
         model = fcn.convert_caffe(folder / "fcn8s-heavy-pascal.caffemodel", "fcn8s")
         if cell == "save":
             model.save(keras_file)
-        out = keras_file
+            out = keras_file
     else:
-        suffix = {"saved_model": "", "litert": ".tflite", "onnx": ".onnx"}[cell]
+        from fcn.inference.export import FORMATS
+
         size = EXPORT_SIZE if cell == "litert" else None
-        out = fcn.export_model(model, folder / f"fcn8s{suffix}", cell, size=size)
+        try:
+            out = fcn.export_model(model, folder / f"fcn8s{FORMATS[cell].suffix}", cell, size=size)
+        except fcn.OutOfMemoryError as err:  # refused before it started
+            return {"cell": cell, "refused": str(err)}
     seconds = time.perf_counter() - start
-    files = [out] if out.is_file() else [p for p in out.rglob("*") if p.is_file()]
+    files = [] if out is None else [out] if out.is_file() else out.rglob("*")
     return {"cell": cell, "seconds": seconds, "resting_mib": resting,
             "peak_above_resting_mib": rss_mib()["VmHWM"] - resting,
-            "output_mib": sum(p.stat().st_size for p in files) / MIB}  # fmt: skip
+            "output_mib": sum(p.stat().st_size for p in files if p.is_file()) / MIB}  # fmt: skip
 
 
 def run(*args: str) -> dict:
@@ -102,10 +113,13 @@ def main() -> None:
     print(f"{'cell':12} {'s':>7} {'resting MiB':>12} {'peak above':>11} {'bound':>7} "
           f"{'output MiB':>10}")  # fmt: skip
     for cell in args.cells:
-        if cell != "convert" and cell != "save" and not (folder / "fcn8s-voc.keras").exists():
+        if cell not in CONVERSIONS and not (folder / "fcn8s-voc.keras").exists():
             run("--worker", "save", "--dir", str(folder))
         r = run("--worker", cell, "--dir", str(folder))
-        shown = f"{bound:7.0f}" if cell in ("convert", "save") else f"{'':7}"
+        if "refused" in r:
+            print(f"{cell:12} refused: {r['refused']}")
+            continue
+        shown = f"{bound:7.0f}" if cell in CONVERSIONS else f"{'':7}"
         print(f"{cell:12} {r['seconds']:7.1f} {r['resting_mib']:12.0f} "
               f"{r['peak_above_resting_mib']:11.0f} {shown} {r['output_mib']:10.0f}")  # fmt: skip
         print(json.dumps(r))

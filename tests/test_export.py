@@ -44,11 +44,18 @@ def _check(model: keras.Model, images: np.ndarray, out: dict, output: str) -> No
 @pytest.mark.parametrize("output", export.OUTPUTS)
 def test_saved_model_takes_uint8_images_of_any_size(tiny_fcn8s, tmp_path, output):
     path = fcn.export_model(tiny_fcn8s, tmp_path / "fcn8s", "saved_model", output=output)
-    served = tf.saved_model.load(str(path)).signatures["serving_default"]
+    loaded = tf.saved_model.load(str(path))
+    served = loaded.signatures["serving_default"]
     assert served.structured_input_signature[1]["image"].dtype == tf.uint8
     for height, width in SIZES:
         images = _images(height, width)
         _check(tiny_fcn8s, images, served(image=tf.constant(images)), output)
+    # each weight stored once (Model.export stores each twice: keras-team/keras#23553)
+    stored = tf.train.load_checkpoint(str(path / "variables" / "variables"))
+    shapes = stored.get_variable_to_shape_map()
+    stored_values = sum(np.prod(shape) for name, shape in shapes.items() if "VALUE" in name)
+    assert stored_values == tiny_fcn8s.count_params()
+    assert len(loaded.weights) == len(tiny_fcn8s.weights)
 
 
 def test_litert_file_at_its_fixed_size(tiny_fcn8s, tmp_path):
@@ -88,13 +95,13 @@ def test_an_export_replaces_the_old_one_only_when_complete(tiny_fcn8s, tmp_path,
     path = fcn.export_model(tiny_fcn8s, tmp_path / "fcn8s")
     written = {p.relative_to(path): p.stat().st_mtime_ns for p in path.rglob("*")}
 
-    def fail_halfway(self, filepath, *args, **kwargs):
-        filepath.mkdir()
-        (filepath / "saved_model.pb").write_bytes(b"partial")
+    def fail_halfway(served, spec, folder):
+        folder.mkdir()
+        (folder / "saved_model.pb").write_bytes(b"partial")
         raise OSError("disk full")
 
     with monkeypatch.context() as patch:
-        patch.setattr(keras.Model, "export", fail_halfway)
+        patch.setattr(export, "_write_saved_model", fail_halfway)
         with pytest.raises(OSError, match="disk full"):
             fcn.export_model(tiny_fcn8s, path)
     assert {p.relative_to(path): p.stat().st_mtime_ns for p in path.rglob("*")} == written

@@ -3,7 +3,9 @@ an ONNX file, each taking uint8 RGB images and returning class labels (or logits
 
 The exported graph is :func:`serving_model`: the FCN with a uint8 input named ``image`` and one
 named output, ``labels`` (N, H, W) in :func:`fcn.layers.label_dtype` or ``logits``
-(N, H, W, C) float32, written by Keras' ``Model.export``. What each format takes:
+(N, H, W, C) float32, written by Keras' ``Model.export`` (LiteRT, ONNX) or, for a SavedModel,
+by ``tf.saved_model.save`` with each weight once (see :func:`_write_saved_model`). What each
+format takes:
 
 =============  =================================  ==========================================
 format         input ``image``                    runs on
@@ -111,6 +113,23 @@ def _input_spec(format: str, size: tuple[int, int] | None) -> tf.TensorSpec:
     return tf.TensorSpec((batch, height, width, 3), tf.uint8, name=INPUT_NAME)
 
 
+def _write_saved_model(served: keras.Model, spec: tf.TensorSpec, path: Path) -> None:
+    """``served`` as a SavedModel whose ``serve`` function is also its ``serving_default``
+    signature, each weight stored once. Not ``Model.export``: on TensorFlow it stores every
+    weight twice, as the Keras variable and as the TensorFlow variable inside it, which doubles
+    the folder and the memory of every process that loads it (keras-team/keras#23553, open in
+    Keras 3.15)."""
+    module = tf.Module()
+    module.weights = [weight.value for weight in served.weights]  # the tf.Variables it reads
+
+    @tf.function(input_signature=[spec], autograph=False)
+    def serve(image):
+        return served(image, training=False)
+
+    module.serve = serve
+    tf.saved_model.save(module, str(path), signatures={"serving_default": serve})
+
+
 def _check_memory(model: keras.Model, format: str) -> None:
     """Refuse, before starting, an export whose converter would need more memory than is
     available (it would be killed, or make the machine swap, with nothing written)."""
@@ -189,6 +208,9 @@ def export_model(
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{path.name}.", dir=path.parent) as work:
         new = Path(work) / path.name
-        served.export(new, FORMATS[format].keras_name, input_signature=[spec], verbose=False)
+        if format == "saved_model":
+            _write_saved_model(served, spec, new)
+        else:
+            served.export(new, FORMATS[format].keras_name, input_signature=[spec], verbose=False)
         _replace(new, path)
     return path
