@@ -30,10 +30,14 @@ MIB = 2**20
 EXPORT_SIZE = (500, 500)
 """The LiteRT file's fixed image size (H, W): the largest side of a VOC image."""
 
-CELLS = ("build", "convert", "save", "saved_model", "litert", "onnx")
+SERVE_SIZE = (1000, 1000)
+"""The image (H, W) the ``serve`` cell runs through the exported SavedModel: one megapixel."""
+
+CELLS = ("build", "convert", "save", "saved_model", "serve", "litert", "onnx")
 """build: ``fcn.build_model("fcn8s", weights=None)`` alone, the part of converting that is not
 reading the file; convert: ``fcn.convert_caffe``; save: that and ``model.save(.keras)``; then
-the exports of the saved model (each from ``fcn.load_model``, not timed)."""
+the exports of the saved model (each from ``fcn.load_model``, not timed); serve: one
+:data:`SERVE_SIZE` image through the SavedModel, loaded by TensorFlow alone (not timed)."""
 CONVERSIONS = ("build", "convert", "save")
 
 
@@ -57,13 +61,17 @@ def measure(cell: str, folder: Path) -> dict:
 
     tf.zeros(1) + 1  # start the runtime: part of any process that converts
     keras_file = folder / "fcn8s-voc.keras"
-    model = fcn.load_model(keras_file) if cell not in CONVERSIONS else None
+    model = fcn.load_model(keras_file) if cell not in (*CONVERSIONS, "serve") else None
+    if cell == "serve":
+        served = tf.saved_model.load(str(folder / "fcn8s")).signatures["serving_default"]
     reset_peak()
     resting = rss_mib()["VmRSS"]
     start = time.perf_counter()
     out = None
     if cell == "build":
         model = fcn.build_model("fcn8s", weights=None)
+    elif cell == "serve":
+        served(image=tf.zeros((1, *SERVE_SIZE, 3), tf.uint8))["labels"].numpy()
     elif cell in CONVERSIONS:
         model = fcn.convert_caffe(folder / "fcn8s-heavy-pascal.caffemodel", "fcn8s")
         if cell == "save":
@@ -115,6 +123,8 @@ def main() -> None:
     for cell in args.cells:
         if cell not in CONVERSIONS and not (folder / "fcn8s-voc.keras").exists():
             run("--worker", "save", "--dir", str(folder))
+        if cell == "serve" and not (folder / "fcn8s").exists():
+            run("--worker", "saved_model", "--dir", str(folder))
         r = run("--worker", cell, "--dir", str(folder))
         if "refused" in r:
             print(f"{cell:12} refused: {r['refused']}")

@@ -17,12 +17,16 @@ onnx           (N, H, W, 3) uint8, any N, H, W    ONNX Runtime etc. (needs ``tf2
 
 ``size`` fixes H and W in every format; LiteRT needs it. A fixed-size SavedModel's ``serve``
 function refuses other sizes; its ``serving_default`` signature does not check (TensorFlow
-runs it on whatever it gets), so call it at its size. The exported graph runs each image
-whole, as Keras does: its memory grows with the image (the full FCN-8s needs ~1 GiB per
-megapixel on a CPU), whereas :func:`fcn.predict` streams any size in bounded memory
+runs it on whatever it gets), so call it at its size.
+
+The exported graph runs each image whole, as Keras does: its memory grows with the image (the
+full FCN-8s as a SavedModel: 780 MiB above the loaded model for one 1000x1000 image on a CPU,
+``benchmarks/README.md``), whereas :func:`fcn.predict` streams any size in bounded memory
 (:mod:`fcn.inference.streamed`). Dropout is off (inference). An export is written beside its
 destination and moved into place when complete, so an interrupted export leaves no partial
-artifact and an earlier one at that path stays until the new one is whole.
+artifact and an earlier one at that path stays until the new one is whole. An export whose
+converter would need more memory than is available is refused before it starts
+(:class:`Format`).
 """
 
 from __future__ import annotations
@@ -52,9 +56,9 @@ class Format:
         keras_name: Keras' name for it (``Model.export(format=...)``).
         suffix: what the file's name must end in ("" for a folder).
         memory: the converter's peak memory above the loaded model, per byte of the model's
-            weights, rounded up from ``benchmarks/convert_memory.py`` (full FCN-8s: SavedModel
-            0.07, LiteRT 9.4; ONNX through tf2onnx 50.4 at width 1/2, 52 at 1/4, as the full
-            model needs more than this machine's 24 GiB).
+            weights, rounded up from ``benchmarks/convert_memory.py`` (full FCN-8s, oneDNN /
+            Eigen kernels: SavedModel 0.05 / 0.11, LiteRT 9.4 / 7.7; ONNX through tf2onnx 50.4
+            at width 1/2 and 52 at 1/4, as the full model needs more than the 24 GiB there).
 
     Example:
         >>> FORMATS["onnx"].suffix, round(FORMATS["onnx"].memory * 513 / 1024, 1)  # GiB: FCN-8s
@@ -67,7 +71,7 @@ class Format:
 
 
 FORMATS: dict[str, Format] = {
-    "saved_model": Format("tf_saved_model", "", 0.1),
+    "saved_model": Format("tf_saved_model", "", 0.2),
     "litert": Format("litert", ".tflite", 10.0),
     "onnx": Format("onnx", ".onnx", 51.0),
 }
