@@ -35,8 +35,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 from collections.abc import Sequence
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -62,9 +64,43 @@ def cluster_size(tf_config: str | None = None) -> int:
     return max(1, len(cluster.get("worker", [])) + len(cluster.get("chief", [])))
 
 
+EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
+"""Where Linux says which ports it hands out by itself (to ``bind(port 0)`` and to the source
+side of outgoing connections)."""
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` different ports of 127.0.0.1, free now and below the range the system hands out
+    by itself (Linux: from :data:`EPHEMERAL_PORTS`, else the usual 32768): between this call and
+    the workers' start, no connection and no ``bind(port 0)`` of another process can be given
+    one; only a process naming the port could take it. Drawn at random (not from Python's
+    seeded ``random``), so simultaneous callers rarely try the same."""
+    try:
+        first_ephemeral = int(EPHEMERAL_PORTS.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first_ephemeral = 32768
+    low = max(1024, first_ephemeral - 12288)
+    draw = random.SystemRandom()
+    sockets = []
+    try:
+        while len(sockets) < count:
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", draw.randrange(low, first_ephemeral)))
+            except OSError:  # in use: draw another
+                s.close()
+                continue
+            sockets.append(s)  # held until all are drawn, so they differ
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
 def local_cluster(workers: int) -> list[str]:
     """``TF_CONFIG`` values for ``workers`` processes on this machine, one per worker (worker 0
-    the chief), on ports of 127.0.0.1 that are free now: start each process with its own
+    the chief), on ports of 127.0.0.1 that are free now and that the system does not hand out
+    by itself (:func:`_free_ports`): start each process with its own
     (``TF_CONFIG='...' fcn train ...``).
 
     Example:
@@ -72,12 +108,7 @@ def local_cluster(workers: int) -> list[str]:
         >>> [c["task"] for c in configs], len(configs[0]["cluster"]["worker"])
         ([{'type': 'worker', 'index': 0}, {'type': 'worker', 'index': 1}], 2)
     """
-    sockets = [socket.socket() for _ in range(workers)]
-    for s in sockets:  # held together, so the ports differ
-        s.bind(("127.0.0.1", 0))
-    addresses = [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]
-    for s in sockets:
-        s.close()
+    addresses = [f"127.0.0.1:{port}" for port in _free_ports(workers)]
     return [
         json.dumps({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": i}})
         for i in range(workers)

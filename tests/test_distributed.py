@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from fcn import loop
 from fcn.checkpoint import read_state
 from fcn.loop import local_cluster
 
@@ -51,6 +53,20 @@ def cluster(data, run_dirs, epochs: int, steps: int, *flags: str) -> list[subpro
         start("worker", data, run_dir, epochs, steps, *flags, tf_config=config)
         for run_dir, config in zip(run_dirs, local_cluster(len(run_dirs)), strict=True)
     ]
+
+
+def test_cluster_ports_are_free_and_never_handed_out_by_the_system():
+    """The workers' ports lie below the range Linux gives to port-0 binds and outgoing
+    connections, so another test's server or client cannot take one before the workers bind."""
+    first_ephemeral = int(loop.EPHEMERAL_PORTS.read_text().split()[0])
+    ports = [int(a.split(":")[1]) for a in json.loads(local_cluster(3)[0])["cluster"]["worker"]]
+    assert len(set(ports)) == 3 and all(1024 <= p < first_ephemeral for p in ports), ports
+    with socket.socket() as other:  # what a port-0 bind gets: never one of those
+        other.bind(("127.0.0.1", 0))
+        assert other.getsockname()[1] >= first_ephemeral
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))  # each one free
 
 
 def test_two_workers_equal_one_process_and_only_the_chief_writes(tmp_path):
