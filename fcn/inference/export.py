@@ -53,7 +53,8 @@ class Format:
     """One export format.
 
     Attributes:
-        keras_name: Keras' name for it (``Model.export(format=...)``).
+        keras_name: Keras' name for it (``Model.export(format=...)``), or None for the
+            SavedModel, which :func:`_write_saved_model` writes.
         suffix: what the file's name must end in ("" for a folder).
         memory: the converter's peak memory above the loaded model, per byte of the model's
             weights, rounded up from ``benchmarks/convert_memory.py`` (full FCN-8s, oneDNN /
@@ -65,13 +66,13 @@ class Format:
         ('.onnx', 25.5)
     """
 
-    keras_name: str
+    keras_name: str | None
     suffix: str
     memory: float
 
 
 FORMATS: dict[str, Format] = {
-    "saved_model": Format("tf_saved_model", "", 0.2),
+    "saved_model": Format(None, "", 0.2),
     "litert": Format("litert", ".tflite", 10.0),
     "onnx": Format("onnx", ".onnx", 51.0),
 }
