@@ -114,7 +114,8 @@ def _cmd_export(args) -> int:
     path = fcn.export_model(
         args.model, args.out, args.format, size=args.size and tuple(args.size), output=args.output
     )
-    shape = "1 x {} x {}".format(*args.size) if args.format == "litert" else "N x H x W"
+    batch = "1" if args.format == "litert" else "N"
+    shape = " x ".join([batch, *map(str, args.size or ("H", "W"))])
     print(f"{args.model} -> {path} ({args.format}: uint8 image {shape} x 3 -> {args.output})")
     return 0
 
