@@ -4,8 +4,11 @@ LiteRT interpreter, ONNX Runtime)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import keras
 import numpy as np
+import onnx
 import onnxruntime
 import pytest
 import tensorflow as tf
@@ -70,14 +73,19 @@ def test_litert_file_at_its_fixed_size(tiny_fcn8s, tmp_path):
         _check(tiny_fcn8s, images, run(image=images), "labels")
 
 
-def test_onnx_file_takes_any_size(tiny_fcn8s, tmp_path):
-    path = fcn.export_model(tiny_fcn8s, tmp_path / "fcn8s.onnx", "onnx", output="logits")
+@pytest.mark.parametrize("output", export.OUTPUTS)
+def test_onnx_file_takes_any_size(tiny_fcn8s, tmp_path, output):
+    path = fcn.export_model(tiny_fcn8s, tmp_path / "fcn8s.onnx", "onnx", output=output)
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     assert [i.name for i in session.get_inputs()] == ["image"]
     for height, width in SIZES:
         images = _images(height, width)
-        (logits,) = session.run(["logits"], {"image": images})
-        _check(tiny_fcn8s, images, {"logits": logits}, "logits")
+        (result,) = session.run([output], {"image": images})
+        _check(tiny_fcn8s, images, {output: result}, output)
+    # the weights are the file's initializers, each once (converted as inputs, then stored)
+    graph = onnx.load(str(path)).graph
+    stored = [np.prod(t.dims) for t in graph.initializer if t.name.startswith("weight_")]
+    assert sum(stored) == tiny_fcn8s.count_params() and len(stored) == len(tiny_fcn8s.weights)
 
 
 def test_a_fixed_size_saved_model_refuses_other_sizes(tiny_fcn8s, tmp_path):
@@ -101,7 +109,8 @@ def test_an_export_replaces_the_old_one_only_when_complete(tiny_fcn8s, tmp_path,
         raise OSError("disk full")
 
     with monkeypatch.context() as patch:
-        patch.setattr(export, "_write_saved_model", fail_halfway)
+        failing = dataclasses.replace(export.FORMATS["saved_model"], write=fail_halfway)
+        patch.setitem(export.FORMATS, "saved_model", failing)
         with pytest.raises(OSError, match="disk full"):
             fcn.export_model(tiny_fcn8s, path)
     assert {p.relative_to(path): p.stat().st_mtime_ns for p in path.rglob("*")} == written
@@ -119,7 +128,8 @@ def test_an_export_that_would_not_fit_in_memory_is_refused_before_it_starts(
     weights = sum(w.numpy().nbytes for w in tiny_fcn8s.weights)
     need = export.FORMATS["onnx"].memory * weights
     monkeypatch.setattr(export, "available_host_memory", lambda: int(need) - 1)
-    with pytest.raises(fcn.OutOfMemoryError, match=f"{need / 2**30:.1f} GiB of memory, 51x"):
+    factor = f"{export.FORMATS['onnx'].memory:g}x"
+    with pytest.raises(fcn.OutOfMemoryError, match=f"{need / 2**30:.1f} GiB of memory, {factor}"):
         fcn.export_model(tiny_fcn8s, tmp_path / "fcn8s.onnx", "onnx")
     assert not list(tmp_path.iterdir())
     monkeypatch.setattr(export, "available_host_memory", lambda: int(need) + 1)

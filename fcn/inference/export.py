@@ -3,9 +3,9 @@ an ONNX file, each taking uint8 RGB images and returning class labels (or logits
 
 The exported graph is :func:`serving_model`: the FCN with a uint8 input named ``image`` and one
 named output, ``labels`` (N, H, W) in :func:`fcn.layers.label_dtype` or ``logits``
-(N, H, W, C) float32, written by Keras' ``Model.export`` (LiteRT, ONNX) or, for a SavedModel,
-by ``tf.saved_model.save`` with each weight once (see :func:`_write_saved_model`). What each
-format takes:
+(N, H, W, C) float32, written by ``tf.saved_model.save`` (each weight once), Keras'
+``Model.export`` (LiteRT) or tf2onnx (with the weights as inputs while it converts): see each
+:class:`Format`'s writer for why. What each format takes:
 
 =============  =================================  ==========================================
 format         input ``image``                    runs on
@@ -35,6 +35,7 @@ import math
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -46,37 +47,6 @@ import tensorflow as tf
 from fcn.device import OutOfMemoryError, available_host_memory
 from fcn.inference.model_files import load_model
 from fcn.layers import ClassLabels
-
-
-@dataclass(frozen=True)
-class Format:
-    """One export format.
-
-    Attributes:
-        keras_name: Keras' name for it (``Model.export(format=...)``), or None for the
-            SavedModel, which :func:`_write_saved_model` writes.
-        suffix: what the file's name must end in ("" for a folder).
-        memory: the converter's peak memory above the loaded model, per byte of the model's
-            weights, rounded up from ``benchmarks/convert_memory.py`` (full FCN-8s, oneDNN /
-            Eigen kernels: SavedModel 0.05 / 0.11, LiteRT 9.4 / 7.7; ONNX through tf2onnx 50.4
-            at width 1/2 and 52 at 1/4, as the full model needs more than the 24 GiB there).
-
-    Example:
-        >>> FORMATS["onnx"].suffix, round(FORMATS["onnx"].memory * 513 / 1024, 1)  # GiB: FCN-8s
-        ('.onnx', 25.5)
-    """
-
-    keras_name: str | None
-    suffix: str
-    memory: float
-
-
-FORMATS: dict[str, Format] = {
-    "saved_model": Format(None, "", 0.2),
-    "litert": Format("litert", ".tflite", 10.0),
-    "onnx": Format("onnx", ".onnx", 51.0),
-}
-"""``export_model``'s formats."""
 
 OUTPUTS: tuple[str, ...] = ("labels", "logits")
 """What an exported model returns, and the name of its output."""
@@ -108,16 +78,6 @@ def serving_model(model: keras.Model, output: Output = "labels") -> keras.Model:
     return keras.Model(image, {output: result}, name=f"{model.name}_{output}")
 
 
-def _input_spec(format: str, size: tuple[int, int] | None) -> tf.TensorSpec:
-    if size is not None and (len(size) != 2 or min(size) < 1):
-        raise ValueError(f"size must be (height, width) in pixels, both positive: got {size}")
-    if format == "litert" and size is None:
-        raise ValueError("a LiteRT file has a fixed image size: pass size=(H, W) (--size H W)")
-    height, width = size if size is not None else (None, None)
-    batch = 1 if format == "litert" else None
-    return tf.TensorSpec((batch, height, width, 3), tf.uint8, name=INPUT_NAME)
-
-
 def _write_saved_model(served: keras.Model, spec: tf.TensorSpec, path: Path) -> None:
     """``served`` as a SavedModel whose ``serve`` function is also its ``serving_default``
     signature, each weight stored once. Not ``Model.export``: on TensorFlow it stores every
@@ -135,6 +95,88 @@ def _write_saved_model(served: keras.Model, spec: tf.TensorSpec, path: Path) -> 
     tf.saved_model.save(module, str(path), signatures={"serving_default": serve})
 
 
+def _write_litert(served: keras.Model, spec: tf.TensorSpec, path: Path) -> None:
+    """``served`` as a LiteRT flatbuffer, by Keras' ``Model.export`` (TensorFlow's converter)."""
+    served.export(path, "litert", input_signature=[spec], verbose=False)
+
+
+def _write_onnx(served: keras.Model, spec: tf.TensorSpec, path: Path) -> None:
+    """``served`` as an ONNX file, converted by tf2onnx with the weights as inputs of the
+    function, then stored as the file's initializers. Not ``Model.export``, which hands tf2onnx
+    the weights as constants: every optimizer pass of tf2onnx copies the graph, constants
+    included, and the full FCN-8s needed ~26 GiB (51x its weights; ~4.9x this way,
+    ``benchmarks/README.md``). The weights Keras keeps for training only (dropout's seeds) are
+    unused by the graph and left out."""
+    import onnx
+    import tf2onnx
+    from onnx import numpy_helper
+
+    variables = [*served.trainable_variables, *served.non_trainable_variables]
+    specs = [tf.TensorSpec(v.shape, v.dtype, name=f"weight_{i}") for i, v in enumerate(variables)]
+    trainable = len(served.trainable_variables)
+
+    @tf.function(autograph=False)
+    def forward(image, *values):
+        outputs, _ = served.stateless_call(
+            list(values[:trainable]), list(values[trainable:]), image, training=False
+        )
+        return outputs
+
+    proto, _ = tf2onnx.convert.from_function(forward, [spec, *specs])
+    graph = proto.graph
+    by_name = {s.name: v for s, v in zip(specs, variables)}
+    read = {name for node in graph.node for name in node.input}
+    weights = [i.name for i in graph.input if i.name in by_name and i.name in read]
+    inputs = [i for i in graph.input if i.name not in by_name]
+    del graph.input[:]
+    graph.input.extend(inputs)
+    for name in weights:
+        graph.initializer.append(numpy_helper.from_array(by_name[name].numpy(), name))
+    onnx.save(proto, str(path))
+
+
+Writer = Callable[[keras.Model, tf.TensorSpec, Path], None]
+
+
+@dataclass(frozen=True)
+class Format:
+    """One export format.
+
+    Attributes:
+        suffix: what the file's name must end in ("" for a folder).
+        memory: the converter's peak memory above the loaded model, per byte of the model's
+            weights, rounded up from ``benchmarks/convert_memory.py`` (full FCN-8s, oneDNN /
+            Eigen kernels: SavedModel 0.05 / 0.11, LiteRT 9.4 / 7.7, ONNX 4.9 / 4.9).
+        write: ``write(serving_model, input_spec, path)``.
+
+    Example:
+        >>> FORMATS["litert"].suffix, round(FORMATS["litert"].memory * 513 / 1024, 1)  # GiB
+        ('.tflite', 5.0)
+    """
+
+    suffix: str
+    memory: float
+    write: Writer
+
+
+FORMATS: dict[str, Format] = {
+    "saved_model": Format("", 0.2, _write_saved_model),
+    "litert": Format(".tflite", 10.0, _write_litert),
+    "onnx": Format(".onnx", 6.0, _write_onnx),
+}
+"""``export_model``'s formats."""
+
+
+def _input_spec(format: str, size: tuple[int, int] | None) -> tf.TensorSpec:
+    if size is not None and (len(size) != 2 or min(size) < 1):
+        raise ValueError(f"size must be (height, width) in pixels, both positive: got {size}")
+    if format == "litert" and size is None:
+        raise ValueError("a LiteRT file has a fixed image size: pass size=(H, W) (--size H W)")
+    height, width = size if size is not None else (None, None)
+    batch = 1 if format == "litert" else None
+    return tf.TensorSpec((batch, height, width, 3), tf.uint8, name=INPUT_NAME)
+
+
 def _check_memory(model: keras.Model, format: str) -> None:
     """Refuse, before starting, an export whose converter would need more memory than is
     available (it would be killed, or make the machine swap, with nothing written)."""
@@ -146,8 +188,6 @@ def _check_memory(model: keras.Model, format: str) -> None:
             f"exporting {model.name} ({weights / 2**20:.0f} MiB of weights) to {format} needs "
             f"about {need / 2**30:.1f} GiB of memory, {FORMATS[format].memory:g}x its weights "
             f"(benchmarks/README.md), and {available / 2**30:.1f} GiB are available"
-            + (": export a SavedModel here (it needs little) and convert that with tf2onnx "
-               "on a machine with more memory" if format == "onnx" else "")
         )
 
 
@@ -203,7 +243,7 @@ def export_model(
         raise ValueError(f"{path}: a {format} file's name must end in {FORMATS[format].suffix}")
     if format == "onnx":
         try:
-            import tf2onnx  # noqa: F401  (Keras converts through it)
+            import tf2onnx  # noqa: F401  (the converter)
         except ImportError as err:
             raise RuntimeError("ONNX export needs tf2onnx: pip install 'fcn-keras[onnx]'") from err
     if not isinstance(model, keras.Model):
@@ -213,9 +253,6 @@ def export_model(
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{path.name}.", dir=path.parent) as work:
         new = Path(work) / path.name
-        if format == "saved_model":
-            _write_saved_model(served, spec, new)
-        else:
-            served.export(new, FORMATS[format].keras_name, input_signature=[spec], verbose=False)
+        FORMATS[format].write(served, spec, new)
         _replace(new, path)
     return path
