@@ -104,7 +104,7 @@ def _write_onnx(served: keras.Model, spec: tf.TensorSpec, path: Path) -> None:
     """``served`` as an ONNX file, converted by tf2onnx with the weights as inputs of the
     function, then stored as the file's initializers. Not ``Model.export``, which hands tf2onnx
     the weights as constants: every optimizer pass of tf2onnx copies the graph, constants
-    included, and the full FCN-8s needed ~26 GiB (51x its weights; ~4.9x this way,
+    included, and the full FCN-8s needed ~26 GiB (51x its weights; 3.1-4.2x this way,
     ``benchmarks/README.md``). The weights Keras keeps for training only (dropout's seeds) are
     unused by the graph and left out."""
     import onnx
@@ -146,7 +146,7 @@ class Format:
         suffix: what the file's name must end in ("" for a folder).
         memory: the converter's peak memory above the loaded model, per byte of the model's
             weights, rounded up from ``benchmarks/convert_memory.py`` (full FCN-8s, oneDNN /
-            Eigen kernels: SavedModel 0.05 / 0.11, LiteRT 9.4 / 7.7, ONNX 4.9 / 4.9).
+            Eigen kernels: SavedModel 0.05 / 0.11, LiteRT 9.4 / 7.7, ONNX 4.2 / 3.1).
         write: ``write(serving_model, input_spec, path)``.
 
     Example:
