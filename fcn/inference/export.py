@@ -38,7 +38,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import keras
 import numpy as np
@@ -48,14 +48,15 @@ from fcn.device import OutOfMemoryError, available_host_memory
 from fcn.inference.model_files import load_model
 from fcn.layers import ClassLabels
 
-OUTPUTS: tuple[str, ...] = ("labels", "logits")
-"""What an exported model returns, and the name of its output."""
 
 INPUT_NAME = "image"
 """The name of an exported model's input."""
 
 
 Output = Literal["labels", "logits"]
+
+OUTPUTS: tuple[str, ...] = get_args(Output)
+"""What an exported model returns, and the name of its output."""
 
 
 def serving_model(model: keras.Model, output: Output = "labels") -> keras.Model:
