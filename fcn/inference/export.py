@@ -48,7 +48,6 @@ from fcn.device import OutOfMemoryError, available_host_memory
 from fcn.inference.model_files import load_model
 from fcn.layers import ClassLabels
 
-
 INPUT_NAME = "image"
 """The name of an exported model's input."""
 
