@@ -4,13 +4,15 @@ Layout of ``run_dir``::
 
     epoch-0007.keras   model + optimizer state after 7 completed epochs (the latest one only)
     best.keras         the model with the best validation mean IoU so far
-    state.json         completed epochs, best score, full history; names the latest checkpoint
+    state.json         completed epochs and batches, best score, full history, the run's
+                       settings (TrainConfig.to_json); names the latest checkpoint
     log.csv            one row per completed epoch (rewritten from state.json)
     tensorboard/       TensorBoard event files
 
 Every file is written to a temporary name in the same folder and renamed into place
 (``os.replace`` is atomic), and ``state.json`` only ever names a checkpoint that is complete:
-a crash at any moment leaves the previous consistent state.
+a crash at any moment leaves the previous consistent state. A temporary file that a killed
+write left behind is never read, and :func:`resume_state` removes it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import math
 import os
 import shutil
+import warnings
 from pathlib import Path
 
 import keras
@@ -39,12 +42,30 @@ def _replace_atomically(write, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def _check_writable(folder: Path) -> None:
+    """Raise PermissionError naming ``folder`` unless a file can be written and renamed there
+    (checked before training, so that no epoch is trained that could not be saved)."""
+    probe = folder / ".write-probe.tmp"
+    try:
+        _replace_atomically(_write_text(""), probe)
+        probe.unlink()
+    except OSError as error:
+        raise PermissionError(
+            f"run_dir {folder} is not writable ({error.strerror or error}): make it writable "
+            "or pass another run_dir; nothing was trained"
+        ) from error
+
+
 def _write_text(text: str):
     return lambda tmp: Path(tmp).write_text(text)
 
 
 def read_state(run_dir: str | os.PathLike) -> dict | None:
-    """The run's state (``epoch``, ``checkpoint``, ``best``, ``history``), or None if new.
+    """The run's state (``epoch``, ``iterations``, ``checkpoint``, ``best``, ``history``,
+    ``settings``), or None if new.
+
+    Raises:
+        ValueError: ``state.json`` is there but is not a run's state, naming it.
 
     Example:
         >>> import tempfile
@@ -52,7 +73,60 @@ def read_state(run_dir: str | os.PathLike) -> dict | None:
         True
     """
     path = Path(run_dir) / STATE_FILE
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    try:
+        state = json.loads(path.read_text())
+        if not isinstance(state, dict) or not {"epoch", "checkpoint", "history"} <= set(state):
+            raise ValueError("not a JSON object with epoch, checkpoint and history")
+    except ValueError as error:
+        raise ValueError(
+            f"{path} is not a run's state ({error}): restore it from a backup, or start a new "
+            "run in another run_dir"
+        ) from error
+    return state
+
+
+def resume_state(run_dir: str | os.PathLike, resume: bool) -> dict | None:
+    """The state a run in ``run_dir`` continues from: None for a new run.
+
+    ``resume=False`` on a directory holding a run raises FileExistsError (nothing is
+    overwritten). ``resume=True`` on a directory without a run (missing, empty, or killed before
+    its first checkpoint was complete) starts a new run, with a warning that says so: one
+    command serves the first start and every restart of a preemptible job. A run whose state
+    records no settings (written before fcn recorded them), or names a checkpoint that is not
+    there, is refused naming the file; temporary files left by a write that was killed are
+    removed.
+
+    Example:
+        >>> import tempfile
+        >>> resume_state(tempfile.mkdtemp(), resume=False) is None
+        True
+    """
+    run_dir = Path(run_dir)
+    state = read_state(run_dir)
+    if state is not None and not resume:
+        raise FileExistsError(f"{run_dir} already holds a run: pass resume=True or a new run_dir")
+    if not resume:
+        return None
+    for leftover in run_dir.glob(".*.tmp*"):  # a write killed before its rename
+        leftover.unlink()
+    if state is None:
+        warnings.warn(f"nothing to resume in {run_dir}: starting a new run", stacklevel=3)
+        return None
+    if "settings" not in state or "iterations" not in state:
+        raise ValueError(
+            f"{run_dir / STATE_FILE} records no training settings (an earlier fcn wrote it), so "
+            f"a resume cannot tell what it would change: start a new run_dir with "
+            f"init_from={run_dir / state['checkpoint']} to continue from its weights"
+        )
+    checkpoint = run_dir / state["checkpoint"]
+    if not checkpoint.is_file():
+        raise FileNotFoundError(
+            f"{run_dir / STATE_FILE} names the checkpoint {checkpoint}, which is not there: "
+            "put it back, or start a new run in another run_dir"
+        )
+    return state
 
 
 def non_finite_weights(model: keras.Model) -> list[str]:
@@ -98,14 +172,24 @@ class RunCheckpoint(keras.callbacks.Callback):
         (2, ['epoch-0002.keras', 'log.csv', 'state.json'])
     """
 
-    def __init__(self, run_dir: str | os.PathLike, monitor: str = "val_mean_iou"):
+    def __init__(
+        self,
+        run_dir: str | os.PathLike,
+        monitor: str = "val_mean_iou",
+        settings: dict | None = None,
+    ):
         super().__init__()
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        _check_writable(self.run_dir)
         self.monitor = monitor
         self.state = read_state(self.run_dir) or {
-            "epoch": 0, "checkpoint": None, "best": None, "best_epoch": None, "history": [],
+            "epoch": 0, "iterations": 0, "checkpoint": None, "best": None, "best_epoch": None,
+            "history": [],
         }  # fmt: skip
+        self.settings = settings
+        """The run's settings from now on (:meth:`fcn.TrainConfig.to_json`), recorded with each
+        checkpoint."""
         self.guard = FiniteGuard(self)
 
     @property
@@ -135,7 +219,11 @@ class RunCheckpoint(keras.callbacks.Callback):
             _replace_atomically(copy, self.run_dir / BEST_FILE)
             self.state.update(best=best, best_epoch=epochs)
         previous = self.state["checkpoint"]
-        self.state.update(epoch=epochs, checkpoint=checkpoint.name)
+        optimizer = getattr(self.model, "optimizer", None)
+        iterations = 0 if optimizer is None else int(np.asarray(optimizer.iterations.numpy()))
+        self.state.update(epoch=epochs, iterations=iterations, checkpoint=checkpoint.name)
+        if self.settings is not None:
+            self.state["settings"] = self.settings
         if logs is not None:
             self.state["history"].append(logs)
         state = json.dumps(self.state, indent=1)

@@ -29,8 +29,9 @@ OutOfMemoryError and WeightsUnavailableError are RuntimeErrors)."""
 
 
 def _cmd_train(args) -> int:
-    config = fcn.TrainConfig(**{f.name: getattr(args, f.name) for f in _train_options()})
-    result = fcn.train(args.voc_root, config, sbd_root=args.sbd)
+    # only the options given are passed: a resumed run keeps its own settings for the rest
+    given = {f.name: getattr(args, f.name) for f in _train_options() if hasattr(args, f.name)}
+    result = fcn.train(args.voc_root, sbd_root=args.sbd, **given)
     print(f"run directory: {result.run_dir}")
     print(f"best model: {result.best_checkpoint or '(no validation: see the epoch checkpoint)'}")
     if result.failure:
@@ -134,15 +135,17 @@ def _train_options() -> list[dataclasses.Field]:
 
 
 def _option(field: dataclasses.Field) -> dict[str, Any]:
-    """``add_argument`` keywords for ``field``: its default, help and choices, a flag for a bool
-    (``--x`` / ``--no-x`` where None means unset), else its type, with ``none`` for None where
-    the default is not None (``--weights none``, ``--seed none``)."""
+    """``add_argument`` keywords for ``field``: its help (and default) and choices, a flag for a
+    bool (``--x`` / ``--no-x`` where None means unset), else its type, with ``none`` for None
+    where the default is not None (``--weights none``, ``--seed none``). An option not given is
+    left out of the parsed arguments (``argparse.SUPPRESS``): :func:`fcn.train` takes
+    TrainConfig's default for it, or a resumed run's own setting."""
     hint = get_type_hints(fcn.TrainConfig)[field.name]
     members = set(get_args(hint) or (hint,))
     text = field.metadata["help"].replace("%", "%%")
     if field.default is not None and field.default is not False:
-        text += " (default: %(default)s)"
-    option = {"default": field.default, "help": text}
+        text += f" (default: {field.default})"
+    option = {"default": argparse.SUPPRESS, "help": text}
     if bool in members:
         option["action"] = "store_true" if field.default is False else BooleanOptionalAction
         return option
@@ -215,8 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     Example:
         >>> args = build_parser().parse_args(["train", "VOC2012", "--epochs", "2"])
-        >>> args.command, args.voc_root, args.epochs, args.variant
-        ('train', 'VOC2012', 2, 'fcn8s')
+        >>> args.command, args.voc_root, args.epochs, hasattr(args, "variant")  # only as given
+        ('train', 'VOC2012', 2, False)
     """
     parser = argparse.ArgumentParser(
         prog="fcn",

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 from fcn.checkpoint import BEST_FILE, LOG_FILE, STATE_FILE
-from fcn.classes import NUM_CLASSES
+from fcn.classes import IGNORE_LABEL, NUM_CLASSES
 from fcn.model import VARIANTS
 from fcn.recipes import RECIPES
 
@@ -45,39 +45,46 @@ class TrainConfig:
     )  # fmt: skip
     variant: str = field(
         default="fcn8s",
-        metadata={"help": "the network (fcn32s/16s/8s: predictions refined down to 32, 16 or "
+        metadata={"resume": "fixed",
+                  "help": "the network (fcn32s/16s/8s: predictions refined down to 32, 16 or "
                   "8 pixels)", "choices": VARIANTS},
     )  # fmt: skip
     weights: str | None = field(
         default="imagenet",
-        metadata={"help": "the VGG16 body's initialisation: imagenet (Keras' file, downloaded "
+        metadata={"resume": "fixed",
+                  "help": "the VGG16 body's initialisation: imagenet (Keras' file, downloaded "
                   "once), a VGG16 weights file, or none (random); a pretrained body also gets "
                   "the skip layers' learning-rate multipliers"},
     )  # fmt: skip
     width: float = field(
         default=1.0,
-        metadata={"help": "channel multiplier of the VGG body and fc6/fc7 (1.0: the paper's "
+        metadata={"resume": "fixed",
+                  "help": "channel multiplier of the VGG body and fc6/fc7 (1.0: the paper's "
                   "net; smaller only with weights none: fast tests and demos)"},
     )  # fmt: skip
     dropout: float = field(
         default=0.5,
-        metadata={"help": "dropout rate after fc6 and fc7 (0.5: the paper's; 0 makes a step "
+        metadata={"resume": "fixed",
+                  "help": "dropout rate after fc6 and fc7 (0.5: the paper's; 0 makes a step "
                   "deterministic, e.g. to compare runs)"},
     )  # fmt: skip
     num_classes: int | None = field(
         default=None,
-        metadata={"help": "output classes, background included (default: as many as the "
+        metadata={"resume": "fixed",
+                  "help": "output classes, background included (default: as many as the "
                   f"class names, else {NUM_CLASSES}: VOC); labels must lie in 0..num_classes-1 "
                   "or be 255 (void)"},
     )  # fmt: skip
     class_names: Sequence[str] | str | os.PathLike | None = field(
         default=None,
-        metadata={"help": "the classes' names, class 0 first: a list, or a text file of one "
+        metadata={"resume": "fixed",
+                  "help": "the classes' names, class 0 first: a list, or a text file of one "
                   "name per line; stored in every checkpoint"},
     )  # fmt: skip
     recipe: str = field(
         default="practical",
-        metadata={"help": "the training recipe, a name in fcn.recipes.RECIPES: crops or whole "
+        metadata={"resume": "fixed",
+                  "help": "the training recipe, a name in fcn.recipes.RECIPES: crops or whole "
                   "images, batch, optimiser and learning-rate schedule", "choices": tuple(RECIPES)},
     )  # fmt: skip
     epochs: int = field(
@@ -109,20 +116,24 @@ class TrainConfig:
     )
     accumulate: int = field(
         default=1,
-        metadata={"help": "batches whose gradients are averaged per optimiser update: an "
+        metadata={"resume": "fixed",
+                  "help": "batches whose gradients are averaged per optimiser update: an "
                   "effective batch of accumulate x batch_size in the memory of one"},
     )  # fmt: skip
     mixed_precision: str | None = field(
         default=None,
-        metadata={"help": "Keras mixed-precision policy (logits stay float32; default: "
+        metadata={"resume": "fixed",
+                  "help": "Keras mixed-precision policy (logits stay float32; default: "
                   "float32 throughout)", "choices": MIXED_PRECISION_POLICIES},
     )  # fmt: skip
     resume: bool = field(
         default=False,
-        metadata={"help": "continue the run in run_dir from its last completed epoch: its "
-                  "checkpoint's model, classes and optimizer (state and schedule position "
-                  "included) win over variant, weights, width, num_classes, class_names, "
-                  "recipe, learning_rate, accumulate, mixed_precision and init_from"},
+        metadata={"help": "continue the run in run_dir from its last completed epoch, or start "
+                  "it if run_dir holds none: the run's recorded settings, with those this call "
+                  "gives instead; a changed variant, weights, width, dropout, num_classes, "
+                  "class_names, recipe, accumulate, mixed_precision or init_from is refused, "
+                  "any other change (epochs, learning_rate, batch_size, crop_size, data, ...) "
+                  "holds from the next epoch, the schedule spanning the new total"},
     )  # fmt: skip
     seed: int | None = field(
         default=0,
@@ -137,7 +148,8 @@ class TrainConfig:
     )
     init_from: str | os.PathLike | None = field(
         default=None,
-        metadata={"help": "a trained coarser FCN (.keras) whose layers of the same name and "
+        metadata={"resume": "fixed",
+                  "help": "a trained coarser FCN (.keras) whose layers of the same name and "
                   "shape initialise the new model, the rest keeping their own initialisation: "
                   "the paper's staged training (fcn16s from fcn32s, fcn8s from fcn16s); not "
                   "used when resuming a run"},
@@ -154,3 +166,98 @@ class TrainConfig:
             value = getattr(self, f.name)
             if choices is not None and value is not None and value not in choices:
                 raise ValueError(f"unknown {f.name} {value!r}; choose one of {', '.join(choices)}")
+        for name, (low, high, what) in LIMITS.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name} must be a number, got {value!r}")
+            if not (low <= value <= high) or (name in INTEGERS and value != int(value)):
+                raise ValueError(f"{name}={value!r}: must be {what}")
+
+    def to_json(self) -> dict:
+        """The settings that make a run (every field but ``run_dir``, ``resume`` and
+        ``verbose``), as JSON values: what ``state.json`` records.
+
+        Example:
+            >>> TrainConfig(epochs=3, class_names=["sky", "road"]).to_json()["class_names"]
+            ['sky', 'road']
+        """
+        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)
+                if f.name not in CALL_ONLY}  # fmt: skip
+
+    def resumed(self, recorded: dict, given: dict) -> TrainConfig:
+        """This call's config for a run whose ``recorded`` settings (:meth:`to_json`) are in its
+        run directory: the recorded settings with the fields in ``given`` (the call's own)
+        replacing them, this config's ``run_dir``, ``resume`` and ``verbose``.
+
+        Raises:
+            ValueError: a field that cannot change within a run (``metadata["resume"] ==
+                "fixed"``: the model, its initialisation, the recipe) differs, naming each
+                such field, both values and what to do.
+
+        Example:
+            >>> run = TrainConfig(epochs=1, width=0.25).to_json()
+            >>> TrainConfig(resume=True).resumed(run, {"epochs": 3}).epochs  # width stays 0.25
+            3
+            >>> TrainConfig(resume=True).resumed(run, {"width": 0.5})
+            Traceback (most recent call last):
+            ...
+            ValueError: resume: width 0.5 differs from the run's 0.25, which cannot change
+            within a run: pass width=0.25, or start a new run in another run_dir
+        """
+        known = {f.name for f in fields(self)}
+        settings = {k: v for k, v in recorded.items() if k in known}
+        changed = [
+            (f.name, given[f.name], recorded.get(f.name))
+            for f in fields(self)
+            if f.metadata.get("resume") == "fixed" and f.name in given
+            and _jsonable(given[f.name]) != recorded.get(f.name)
+        ]  # fmt: skip
+        if changed:
+            what = "; ".join(f"{n} {_show(g)} differs from the run's {_show(r)}"
+                             for n, g, r in changed)  # fmt: skip
+            fix = ", ".join(f"{n}={_show(r)}" for n, _, r in changed)
+            raise ValueError(
+                f"resume: {what}, which cannot change within a run: pass {fix}, or start a new run "
+                "in another run_dir"
+            )
+        call = {name: getattr(self, name) for name in CALL_ONLY}
+        return TrainConfig(**{**settings, **given, **call})
+
+
+CALL_ONLY: tuple[str, ...] = ("run_dir", "resume", "verbose")
+"""TrainConfig fields that belong to one call, not to the run: never recorded or compared."""
+
+INTEGERS = frozenset(
+    {"epochs", "steps_per_epoch", "crop_size", "batch_size", "accumulate", "num_classes",
+     "val_every", "val_max_pixels"}
+)  # fmt: skip
+LIMITS: dict[str, tuple[float, float, str]] = {
+    "width": (1e-9, float("inf"), "a positive channel multiplier of the paper's net"),
+    "dropout": (0.0, 0.999999, "in [0, 1): a dropout rate"),
+    "num_classes": (1, IGNORE_LABEL, f"a whole number in 1..{IGNORE_LABEL}: labels are uint8 "
+                    f"and {IGNORE_LABEL} is void"),
+    "epochs": (0, 2**31, "a whole number >= 0 (0 builds, checkpoints and trains nothing)"),
+    "steps_per_epoch": (1, 2**31, "a whole number >= 1, or None for one pass over the files"),
+    "crop_size": (1, 2**16, "a whole number of pixels >= 1"),
+    "batch_size": (1, 2**20, "a whole number >= 1"),
+    "learning_rate": (1e-300, float("inf"), "a positive number"),
+    "accumulate": (1, 2**20, "a whole number >= 1"),
+    "val_every": (1, 2**31, "a whole number >= 1"),
+    "val_max_pixels": (1, 2**40, "a whole number >= 1"),
+}  # fmt: skip
+"""The range of each numeric field (inclusive) and how to say it."""
+
+
+def _jsonable(value):
+    """``value`` as JSON: paths as strings, sequences as lists."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _show(value) -> str:
+    return repr(value) if isinstance(value, str) else str(value)

@@ -161,20 +161,21 @@ def sync_from_chief(strategy: tf.distribute.Strategy, variables: Sequence) -> No
     sync()
 
 
-def sync_epoch(strategy: tf.distribute.Strategy, epoch: int) -> int:
-    """The chief's ``epoch`` on every worker (the others pass anything).
+def sync_count(strategy: tf.distribute.Strategy, count: int) -> int:
+    """The chief's ``count`` (the epochs or batches a resumed run has done) on every worker
+    (the others pass anything).
 
     Example:
-        >>> sync_epoch(tf.distribute.get_strategy(), 3)
+        >>> sync_count(tf.distribute.get_strategy(), 3)
         3
     """
 
-    def chief_epoch():
+    def chief_count():
         context = tf.distribute.get_replica_context()
         first = tf.equal(context.replica_id_in_sync_group, 0)
-        return context.all_reduce(SUM, tf.where(first, tf.constant(epoch, tf.int64), 0))
+        return context.all_reduce(SUM, tf.where(first, tf.constant(count, tf.int64), 0))
 
-    return int(strategy.experimental_local_results(strategy.run(chief_epoch))[0])
+    return int(strategy.experimental_local_results(strategy.run(chief_count))[0])
 
 
 def train_step(model: keras.Model, strategy: tf.distribute.Strategy):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +19,9 @@ import keras
 import tensorflow as tf
 
 from fcn import loop
-from fcn.checkpoint import BEST_FILE, STATE_FILE, FiniteGuard, RunCheckpoint, read_state
+from fcn.checkpoint import BEST_FILE, FiniteGuard, RunCheckpoint, read_state, resume_state
 from fcn.classes import NUM_CLASSES
-from fcn.config import TrainConfig
+from fcn.config import CALL_ONLY, TrainConfig
 from fcn.data.errors import data_errors_named
 from fcn.device import (
     OutOfMemoryError,
@@ -29,7 +30,7 @@ from fcn.device import (
     find_batch_size,
     training_memory_estimate,
 )
-from fcn.inference.model_files import load_checkpoint, load_model
+from fcn.inference.model_files import load_model
 from fcn.model import build_model
 from fcn.recipes import RECIPES, Recipe, segmentation_loss, skip_kernel_lr_mults, update_order
 
@@ -207,69 +208,74 @@ def train(
     from fcn.inference.evaluate import EvaluationCallback
 
     enable_memory_growth()  # before the strategy or the model touch a GPU
-    config = _configure(config or TrainConfig(), overrides)
-    settings = RECIPES[config.recipe]
-    recipe_overrides = {
-        "crop_size": config.crop_size, "batch_size": config.batch_size,
-        "learning_rate": config.learning_rate, "augment": config.augment,
-    }  # fmt: skip
-    settings = dataclasses.replace(
-        settings, **{k: v for k, v in recipe_overrides.items() if v is not None}
-    )
-    train_files, val_files = _files(voc_root, sbd_root, train_files, val_files)
+    requested = _configure(config or TrainConfig(), overrides)
+    run_dir = Path(requested.run_dir or Path("runs", requested.variant))
     strategy = strategy or choose_strategy()
-    if settings.batch_size % strategy.num_replicas_in_sync:
-        raise ValueError(
-            f"batch_size {settings.batch_size} does not split over "
-            f"{strategy.num_replicas_in_sync} replicas"
-        )
+    chief, multi_worker = loop.is_chief(strategy), loop.cluster_size() > 1
+    # every worker reads the run's settings where it can see the run directory; only the chief
+    # refuses to overwrite a run or removes what a killed write left
+    if chief:
+        state = resume_state(run_dir, requested.resume)
+    else:
+        state = _readable_state(run_dir) if requested.resume else None
+    if state is not None:  # the run's settings, with what this call gives instead
+        given = overrides if config is None else {**_settings(requested), **overrides}
+        config = requested.resumed(state["settings"], given)
+    else:
+        config = requested
+    settings = _recipe(config)
+    train_files, val_files = _files(voc_root, sbd_root, train_files, val_files)
+    _check_batches(train_files, settings, strategy.num_replicas_in_sync, loop.cluster_size())
     epochs = config.epochs
     steps = config.steps_per_epoch or max(1, len(train_files) // settings.batch_size)
-    run_dir = Path(config.run_dir or Path("runs", config.variant))
-    chief, multi_worker = loop.is_chief(strategy), loop.cluster_size() > 1
-    state = read_state(run_dir) if config.resume and chief else None
-    if chief and state is None and not config.resume and (run_dir / STATE_FILE).exists():
-        raise FileExistsError(f"{run_dir} already holds a run: pass resume=True or a new run_dir")
+    done, iterations = (state["epoch"], state["iterations"]) if state else (0, 0)
+    if multi_worker:  # the chief's position everywhere, before anything is built from it
+        done, iterations = loop.sync_count(strategy, done), loop.sync_count(strategy, iterations)
+    if epochs < done:
+        raise ValueError(
+            f"{run_dir} has {done} epochs done; epochs={epochs} would undo some: pass "
+            f"epochs >= {done} (the total, counting those done)"
+        )
+    if state is not None and epochs == done:
+        warnings.warn(
+            f"{run_dir} has its {done} epochs done: nothing to train (pass a larger epochs)",
+            stacklevel=2,
+        )
 
     previous_policy = keras.mixed_precision.global_policy()
     source = None if state or not chief else _initial_model(config.init_from)
     if config.mixed_precision:
         keras.mixed_precision.set_global_policy(config.mixed_precision)
     try:
-        with strategy.scope():
-            if state and not multi_worker:
-                model = load_checkpoint(run_dir / state["checkpoint"])
-                model.optimizer.update_after = update_order(model)
-            else:  # a cluster's workers all build alike: the chief's weights are synced below
-                weights = config.weights if chief and not state else None
-                model = build_model(
-                    config.variant, config.num_classes, weights, width=config.width,
-                    dropout=config.dropout, class_names=config.class_names, init_from=source,
-                )  # fmt: skip
-                if source is not None:
-                    _check_initialised(model, source, config.init_from)
-                compile_for_training(
-                    model, settings, epochs * steps, config.accumulate,
-                    pretrained=config.weights is not None,
-                )  # fmt: skip
+        with strategy.scope():  # a resumed run builds alike, then takes its checkpoint's values
+            weights = config.weights if chief and not state else None
+            model = build_model(
+                config.variant, config.num_classes, weights, width=config.width,
+                dropout=config.dropout, class_names=config.class_names, init_from=source,
+            )  # fmt: skip
+            if source is not None:
+                _check_initialised(model, source, config.init_from)
+            # the schedule spans the batches done and those still to do at the current steps
+            total = iterations + (epochs - done) * steps
+            compile_for_training(
+                model, settings, total, config.accumulate, pretrained=config.weights is not None
+            )
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
-    initial_epoch = state["epoch"] if state else 0
+    if state and chief:  # values only, weights and optimizer: the others get them by sync
+        model.load_weights(run_dir / state["checkpoint"])
     if multi_worker:
-        if state:  # values only: Keras' loader would make variables the others do not make
-            model.load_weights(run_dir / state["checkpoint"])
         loop.sync_from_chief(strategy, [*model.weights, *model.optimizer.variables])
-        initial_epoch = loop.sync_epoch(strategy, initial_epoch)
     del source  # copied: its memory is free before training
 
-    classes = model.output_shape[-1]  # also a resumed run's
+    classes = model.output_shape[-1]
     if chief:
         evaluation = []
         if val_files:
             budget = {"max_pixels": config.val_max_pixels} if config.val_max_pixels else {}
             val_data = data.eval_dataset(val_files, num_classes=classes)
             evaluation = [EvaluationCallback(val_data, every=config.val_every, **budget)]
-        checkpoint = RunCheckpoint(run_dir)
+        checkpoint = RunCheckpoint(run_dir, settings=config.to_json())
         guard = checkpoint.guard
         own_callbacks = [
             keras.callbacks.TerminateOnNaN(),  # mid-epoch, on the loss
@@ -282,12 +288,14 @@ def train(
         checkpoint, guard = None, FiniteGuard()
         own_callbacks = [keras.callbacks.TerminateOnNaN(), guard]
     history = []
-    if initial_epoch < epochs:
+    if done < epochs:
+        # a resumed run draws new orders and crops: not those of the epochs it has done
+        seed = None if config.seed is None else config.seed + RESUME_SEED_STRIDE * done
         dataset = strategy.distribute_datasets_from_function(
-            input_fn(train_files, settings, config.seed, classes)
+            input_fn(train_files, settings, seed, classes)
         )
         schedule = {
-            "epochs": epochs, "initial_epoch": initial_epoch, "steps_per_epoch": steps,
+            "epochs": epochs, "initial_epoch": done, "steps_per_epoch": steps,
             "callbacks": [*own_callbacks, *callbacks], "verbose": config.verbose,
         }  # fmt: skip
         try:
@@ -305,8 +313,61 @@ def train(
     )
 
 
+RESUME_SEED_STRIDE = 2**16
+"""A run resumed after ``e`` epochs seeds its data with ``seed + e * RESUME_SEED_STRIDE``: new
+file orders and augmentations, apart from every worker's ``seed + worker index``."""
+
+
+def _settings(config: TrainConfig) -> dict[str, Any]:
+    """The fields of ``config`` that a resumed call compares with its run's."""
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+            if f.name not in CALL_ONLY}  # fmt: skip
+
+
+def _readable_state(run_dir: Path) -> dict | None:
+    """A worker's view of the run: its state where this machine sees the run directory."""
+    try:
+        return read_state(run_dir)
+    except (OSError, ValueError):
+        return None
+
+
+def _recipe(config: TrainConfig) -> Recipe:
+    """``config.recipe``'s :class:`~fcn.recipes.Recipe` with ``config``'s overrides."""
+    overrides = {
+        "crop_size": config.crop_size, "batch_size": config.batch_size,
+        "learning_rate": config.learning_rate, "augment": config.augment,
+    }  # fmt: skip
+    return dataclasses.replace(
+        RECIPES[config.recipe], **{k: v for k, v in overrides.items() if v is not None}
+    )
+
+
+def _check_batches(files, recipe: Recipe, replicas: int, workers: int) -> None:
+    """Raise ValueError unless the batch splits over the replicas and each worker's shard of
+    ``files`` fills at least one of its batches (otherwise the input ends inside the first
+    step, as TensorFlow's ``End of sequence``)."""
+    if recipe.batch_size % replicas:
+        raise ValueError(
+            f"batch_size {recipe.batch_size} does not split over {replicas} replicas: pass a "
+            f"multiple of {replicas}"
+        )
+    if not len(files):
+        raise ValueError("train_files is empty: there is nothing to train on")
+    per_replica = recipe.batch_size // replicas if recipe.crop_size is not None else 1
+    smallest_shard = len(files) // workers
+    if smallest_shard < per_replica:
+        across = f" shared by {workers} workers ({smallest_shard} each)" if workers > 1 else ""
+        fits = f"batch_size <= {smallest_shard * replicas} (with accumulate for a larger "
+        raise ValueError(
+            f"train_files holds {len(files)} image/label pairs{across}, fewer than one batch "
+            f"of {per_replica}{' per replica' if replicas > 1 else ''}: pass "
+            f"{fits + 'effective batch) or ' if smallest_shard else ''}more files"
+        )
+
+
 def _configure(config: TrainConfig, overrides: dict[str, Any]) -> TrainConfig:
-    """``config`` with ``overrides`` (TrainConfig field names) replaced."""
+    """``config`` with ``overrides`` (TrainConfig field names) replaced, checked."""
     names = [f.name for f in dataclasses.fields(TrainConfig)]
     unknown = sorted(set(overrides) - set(names))
     if unknown:

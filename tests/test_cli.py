@@ -128,19 +128,21 @@ def test_evaluate_and_train_user_errors(model_file, tmp_path, capsys):
         assert err.startswith("fcn: error:") and fragment in err and len(err.splitlines()) == 1
 
 
-def test_train_options_are_train_config_fields_with_its_defaults():
+def test_train_options_are_train_config_fields_and_only_those_given_are_passed():
+    """No option given, none parsed (fcn.train then takes TrainConfig's defaults, or a resumed
+    run's own settings); each option's help is its field's, with the field's default."""
     parser = build_parser()
     args = parser.parse_args(["train", "VOC"])
     options = {f.name for f in dataclasses.fields(fcn.TrainConfig) if f.metadata.get("cli", True)}
     assert {f.name for f in dataclasses.fields(fcn.TrainConfig)} - options == {"verbose"}
-    default = fcn.TrainConfig()
-    for name in options:
-        assert getattr(args, name) == getattr(default, name), name
+    assert not options & set(vars(args))
     train = parser._subparsers._group_actions[0].choices["train"]
     helps = {action.dest: action.help for action in train._actions}
     for field in dataclasses.fields(fcn.TrainConfig):
         if field.name in options:
             assert helps[field.name].startswith(field.metadata["help"].replace("%", "%%"))
+            if field.default not in (None, False):
+                assert helps[field.name].endswith(f"(default: {field.default})")
 
 
 def test_train_options_land_in_the_config(monkeypatch, tmp_path, capsys):
@@ -148,8 +150,8 @@ def test_train_options_land_in_the_config(monkeypatch, tmp_path, capsys):
     TrainConfig that fcn.train receives, and the staged-training example parses."""
     calls = []
 
-    def fake_train(voc_root, config, *, sbd_root):
-        calls.append((voc_root, config, sbd_root))
+    def fake_train(voc_root, *, sbd_root, **given):
+        calls.append((voc_root, fcn.TrainConfig(**given), sbd_root))
         return fcn.TrainResult(model=None, history=[], best_checkpoint=None, run_dir=tmp_path)
 
     monkeypatch.setattr(fcn, "train", fake_train)

@@ -238,11 +238,11 @@ def test_staged_training_starts_fcn16s_from_a_trained_fcn32s(shapes, tmp_path):
     fresh = fcn.build_model("fcn16s", 3, None, width=1 / 16)  # what it would start from
     assert not np.array_equal(fresh.get_layer("conv1_1").kernel, initial.weights["conv1_1"][0])
 
-    missing = dataclasses.replace(config, init_from=tmp_path / "moved.keras")
-    resumed = fcn.train(None, missing, epochs=1, resume=True, **run, **TINY_RUN)
-    assert [row["epoch"] for row in resumed.history] == [0]
-    with pytest.raises(FileNotFoundError, match="moved.keras"):  # a new run does read it
-        fcn.train(None, missing, run_dir=tmp_path / "new", epochs=0, **run, **TINY_RUN)
+    coarse_file.rename(tmp_path / "moved.keras")  # gone: a resume does not read it again
+    resumed = fcn.train(None, config, epochs=2, resume=True, **run, **TINY_RUN)
+    assert [row["epoch"] for row in resumed.history] == [0, 1]
+    with pytest.raises(FileNotFoundError, match="epoch-0001.keras"):  # a new run does read it
+        fcn.train(None, config, run_dir=tmp_path / "new", epochs=0, **run, **TINY_RUN)
 
 
 def test_init_from_a_model_of_another_class_count_is_refused_naming_the_layer(tmp_path):

@@ -1,11 +1,15 @@
 """Training runs that tests start in their own process (SIGKILL, logical devices).
 
-python tests/train_script.py RUN_DIR {resume-slow,resume,mirrored} [extra]
+python tests/train_script.py RUN_DIR {resume-slow,resume,kill-in-write,mirrored} [extra]
+
+kill-in-write: the process SIGKILLs itself halfway through writing epoch 2's checkpoint.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -35,7 +39,22 @@ class Slow(keras.callbacks.Callback):
         time.sleep(0.3)
 
 
-if MODE.startswith("resume"):
+if MODE == "kill-in-write":
+    from fcn import checkpoint
+
+    write_atomically = checkpoint._replace_atomically
+
+    def torn(write, path):
+        if path.name != "epoch-0002.keras":
+            return write_atomically(write, path)
+        tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+        write(tmp)
+        os.truncate(tmp, tmp.stat().st_size // 2)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    checkpoint._replace_atomically = torn
+
+if MODE.startswith("resume") or MODE == "kill-in-write":
     result = fcn.train(
         **common, run_dir=run_dir, epochs=4, steps_per_epoch=4, batch_size=2,
         resume=MODE == "resume", callbacks=[Slow()] if MODE == "resume-slow" else [],

@@ -1,10 +1,11 @@
 """Model files: the paper's trained models by name, where a default model is looked for, its
 checksum, and safe loading.
 
-The one place that opens a ``.keras`` file: :func:`load_model` for inference (``fcn.predict``,
-``fcn.evaluate`` through the CLI, the demo) and :func:`load_checkpoint` for resuming training,
-which also needs the optimizer's state. Both deserialise in Keras' safe mode (no arbitrary
-code: the FCN has no Lambda layers) and check the file against a ``SHA256SUMS`` beside it.
+The one place that opens a ``.keras`` file for inference: :func:`load_model` (``fcn.predict``,
+``fcn.evaluate`` through the CLI, the demo) deserialises in Keras' safe mode (no arbitrary
+code: the FCN has no Lambda layers) and checks the file against a ``SHA256SUMS`` beside it. (A
+resumed training run builds its model from its recorded settings and reads only the values of
+its checkpoint: :func:`fcn.train`.)
 
 :data:`KNOWN_MODELS` are the paper's trained VOC models, released as Caffe files: by name
 (``load_model("fcn8s-voc")``) the file is downloaded once from the authors' address into Keras'
@@ -228,19 +229,3 @@ def load_model(path: str | os.PathLike | None = None) -> keras.Model:
     elif str(path) in KNOWN_MODELS:
         path = known_model_path(str(path))
     return load_keras_in_place(_existing(path), safe_mode=True)
-
-
-def load_checkpoint(path: str | os.PathLike) -> keras.Model:
-    """Load a training checkpoint with its compiled optimizer and state (to resume training):
-    Keras' own loader, in safe mode, checksum checked.
-
-    Example:
-        >>> import fcn, tempfile
-        >>> model, path = fcn.build_model("fcn8s", weights=None, width=1 / 16), tempfile.mkdtemp()
-        >>> model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        >>> model.save(path + "/last.keras")
-        >>> type(load_checkpoint(path + "/last.keras").optimizer).__name__
-        'SGD'
-    """
-    enable_memory_growth()
-    return keras.models.load_model(_existing(path), safe_mode=True)
