@@ -9,7 +9,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from fcn.classes import NUM_CLASSES
+from fcn.classes import IGNORE_LABEL, NUM_CLASSES
 
 
 class Scores(NamedTuple):
@@ -58,18 +58,47 @@ class ConfusionMatrix:
     def __init__(self, counts: int | np.ndarray):
         """``counts``: a class count C (an empty matrix) or existing (C, C) counts (copied)."""
         if isinstance(counts, (int, np.integer)):
-            counts = np.zeros((counts, counts), np.int64)
+            counts = np.zeros((int(counts), int(counts)), np.int64) if counts > 0 else counts
         self.counts = np.array(counts, np.int64)
         if self.counts.ndim != 2 or self.counts.shape[0] != self.counts.shape[1]:
-            raise ValueError(f"a confusion matrix is (C, C), got {self.counts.shape}")
+            raise ValueError(f"a confusion matrix is (C, C), got {np.shape(counts)}")
+        if not 1 <= self.num_classes <= IGNORE_LABEL:
+            raise ValueError(
+                f"a confusion matrix counts 1..{IGNORE_LABEL} classes ({IGNORE_LABEL} is void), "
+                f"got {self.num_classes}"
+            )
 
     @property
     def num_classes(self) -> int:
         return self.counts.shape[0]
 
     def update(self, labels, predictions) -> ConfusionMatrix:
-        """Add the pixels of ``labels`` and ``predictions`` (class indices, the same number of
-        elements, any shape); returns self."""
+        """Add the pixels of ``labels`` and ``predictions`` (integer class indices of the same
+        shape); returns self. Labels lie in ``0..C-1`` or are :data:`~fcn.classes.IGNORE_LABEL`
+        (void, not counted); predictions lie in ``0..C-1``.
+
+        Raises:
+            ValueError: shapes that differ (a transposed or resized map would pair the wrong
+                pixels), non-integer values, or a value outside those ranges; nothing is added.
+        """
+        labels, predictions = np.asarray(labels), np.asarray(predictions)
+        if labels.shape != predictions.shape:
+            raise ValueError(
+                f"labels {labels.shape} and predictions {predictions.shape} differ in shape: "
+                "pass maps of the same pixels"
+            )
+        for name, values, allowed in [
+            ("labels", labels, f"classes 0..{self.num_classes - 1} or {IGNORE_LABEL} (void)"),
+            ("predictions", predictions, f"classes 0..{self.num_classes - 1}"),
+        ]:
+            if values.dtype.kind not in "iub":
+                raise ValueError(f"{name} must be integer class indices, got {values.dtype}")
+            valid = (values >= 0) & (values < self.num_classes)
+            if name == "labels":
+                valid |= values == IGNORE_LABEL
+            if not valid.all():
+                bad = np.unique(values[~valid])[:5].tolist()
+                raise ValueError(f"{name} hold {bad}: they must be {allowed}")
         self.counts += self.count(labels, predictions, self.num_classes).numpy()
         return self
 

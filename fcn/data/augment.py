@@ -69,7 +69,7 @@ class Augmenter:
             size = self.crop_size
             steps = [
                 A.RandomScale(scale_limit=(low - 1, high - 1), interpolation=cv2.INTER_LINEAR,
-                              mask_interpolation=cv2.INTER_NEAREST, p=1.0),
+                              mask_interpolation=cv2.INTER_NEAREST_EXACT, p=1.0),
                 A.PadIfNeeded(size, size, border_mode=cv2.BORDER_CONSTANT, fill=MEAN_RGB,
                               fill_mask=IGNORE_LABEL),
                 A.RandomCrop(size, size),
@@ -77,7 +77,7 @@ class Augmenter:
             ]  # fmt: skip
             if self.jitter:
                 steps.append(A.ColorJitter(0.3, 0.3, 0.3, 0.05, p=0.8))
-            self._local.pipeline = A.Compose(steps, mask_interpolation=cv2.INTER_NEAREST)
+            self._local.pipeline = A.Compose(steps, mask_interpolation=cv2.INTER_NEAREST_EXACT)
         return self._local.pipeline
 
     def __call__(

@@ -21,6 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from fcn.data.decode import check_label, read_image
 from fcn.data.errors import data_errors_named
 from fcn.inference import budget
 from fcn.inference.streamed import compiled_forward, streams
@@ -37,8 +38,12 @@ def _pairs(data, split: str, num_classes: int) -> Iterator[tuple[np.ndarray, np.
         data = eval_dataset(voc_pairs(data, split), num_classes=num_classes)
     if isinstance(data, tf.data.Dataset):
         data = data.as_numpy_iterator()
-    for image, label in data:
-        yield np.asarray(image), np.asarray(label).reshape(np.shape(image)[:2])
+    for index, (image, label) in enumerate(data):
+        name = f"pair {index} of the evaluation data"
+        image = read_image(np.asarray(image)) if not isinstance(image, np.ndarray) or (
+            image.dtype != np.uint8 or image.ndim != 3 or image.shape[-1] != 3
+        ) else image  # fmt: skip
+        yield image, check_label(label, num_classes, name, image.shape[:2])
 
 
 def _batches(
@@ -87,8 +92,10 @@ def evaluate(
         model: image (N, H, W, 3) RGB 0..255 -> logits (N, H, W, C), e.g. :func:`fcn.build_model`.
         data: a VOC root (read lazily with ``fcn.data.voc_pairs(data, split)`` and
             ``fcn.data.eval_dataset``), or an unbatched ``tf.data.Dataset`` or any iterable of
-            ``(image, label)`` pairs: image (H, W, 3) uint8, label (H, W) integer class
-            indices, 255 (or anything >= C) not scored. Sizes may differ from pair to pair.
+            ``(image, label)`` pairs: an image as :func:`fcn.data.read_image` takes it (uint8,
+            float 0..1 or 0..255, 16-bit, grey, ...), its label (H, W) integer class indices
+            in ``0..C-1`` or 255 (void, not scored), of the image's height and width (anything
+            else is refused, naming the pair). Sizes may differ from pair to pair.
         split: VOC image set when ``data`` is a root (``"val"``, ``"train"``, ...).
         max_pixels: most input pixels per forward pass (batch x H x W); bounds peak memory.
             Larger images run in tiles of at most this size. Default:
