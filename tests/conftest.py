@@ -11,7 +11,20 @@ from pathlib import Path  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 from PIL import Image  # noqa: E402
+
+# Property tests (hypothesis): "ci", the default, is derandomized and bounded to fit the suite's
+# time budget; HYPOTHESIS_PROFILE=thorough draws 20x as many new examples each run.
+settings.register_profile(
+    "ci", max_examples=25, derandomize=True, deadline=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)  # fmt: skip
+settings.register_profile(
+    "thorough", max_examples=500, deadline=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)  # fmt: skip
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 UNIT_ROUNDOFF = float(np.finfo(np.float32).eps) / 2
 """u = 2**-24: the relative error of one float32 rounding."""
