@@ -60,7 +60,8 @@ def test_read_image_converts_modes_and_rejects_bad_arrays(tmp_path):
     np.testing.assert_array_equal(read_image(gray), np.dstack([gray] * 3))
     np.testing.assert_array_equal(read_image(Image.fromarray(gray)), np.dstack([gray] * 3))
     assert read_image(np.zeros((4, 4, 3), np.float32) + 12.0).dtype == np.uint8
-    with pytest.raises(ValueError, match=r"\(H, W\), \(H, W, 3\) or \(H, W, 4\)"):
+    shapes = r"\(H, W\), \(H, W, 1\), \(H, W, 3\) or \(H, W, 4\), got \(4, 4, 2\)$"
+    with pytest.raises(ValueError, match=shapes):
         read_image(np.zeros((4, 4, 2), np.uint8))
     with pytest.raises(ValueError, match="0..255"):
         read_image(np.full((4, 4, 3), 300.0))

@@ -269,6 +269,24 @@ def test_shards_partition_any_list(count, shards):
         ]  # still paired
 
 
+@given(st.lists(st.integers(0, 6), max_size=12))
+def test_an_evaluation_list_with_a_repeated_pair_is_refused_and_a_training_list_is_not(ids):
+    files = SegmentationFiles(tuple(f"{i}.jpg" for i in ids), tuple(f"{i}.png" for i in ids))
+    repeated = len(set(ids)) < len(ids)
+    assert bool(files.duplicates()) == repeated
+    if not ids:
+        with pytest.raises(DataError, match="no image/label pairs"):
+            fcn.data.eval_dataset(files)
+    elif repeated:
+        first = next(i for k, i in enumerate(ids) if i in ids[:k])
+        with pytest.raises(DataError, match=rf"first {first}.jpg: an evaluation would count"):
+            fcn.data.eval_dataset(files)
+    else:
+        fcn.data.eval_dataset(files)  # builds (nothing is read until iterated)
+    if ids:
+        fcn.data.train_dataset(files)  # oversampling by repetition is allowed
+
+
 @pytest.mark.parametrize("bad, message", [
     (np.zeros((3, 9, 7)), "looks channels-first, pass np.moveaxis"),
     (np.zeros((2, 5, 5, 3)), "that is a batch"),

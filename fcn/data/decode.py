@@ -81,7 +81,7 @@ def _to_rgb8(array: np.ndarray, name: str) -> np.ndarray:
         array = array[..., None]
     if array.ndim != 3 or array.shape[-1] not in (1, 3, 4):
         hint = ""
-        if array.ndim == 3 and array.shape[0] in (1, 3, 4):
+        if array.ndim == 3 and array.shape[0] in (1, 3, 4) and array.shape[-1] > 4:
             hint = ": it looks channels-first, pass np.moveaxis(image, 0, -1)"
         elif array.ndim == 4:
             hint = ": that is a batch, pass one image at a time (fcn.predict takes a list)"

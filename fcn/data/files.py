@@ -99,6 +99,22 @@ class SegmentationFiles:
             raise ValueError(f"shard index {index} is not in [0, {num_shards})")
         return SegmentationFiles(self.images[index::num_shards], self.labels[index::num_shards])
 
+    def duplicates(self) -> list[tuple[str, str]]:
+        """The pairs that occur more than once, each named once, in order.
+
+        Example:
+            >>> files = SegmentationFiles(("a.jpg", "b.jpg", "a.jpg"), ("a.png", "b.png", "a.png"))
+            >>> files.duplicates()
+            [('a.jpg', 'a.png')]
+        """
+        seen: set[tuple[str, str]] = set()
+        repeated: dict[tuple[str, str], None] = {}
+        for pair in zip(self.images, self.labels):
+            if pair in seen:
+                repeated[pair] = None
+            seen.add(pair)
+        return list(repeated)
+
     def __add__(self, other: SegmentationFiles) -> SegmentationFiles:
         return SegmentationFiles(self.images + other.images, self.labels + other.labels)
 

@@ -122,7 +122,8 @@ def eval_dataset(
         files: image/label pairs, e.g. ``voc_pairs(root, "val")``.
         num_classes, on_error, parallel_calls: as in :func:`train_dataset`.
         shuffle: visit the pairs in a new random order on each pass (the FILE LIST is shuffled;
-            the paper's whole-image training); default: in order, as evaluation wants.
+            the paper's whole-image training); default: in order, as evaluation wants, each
+            pair once (a pair listed twice raises DataError: its pixels would count twice).
         seed: makes the shuffled order reproducible.
 
     Returns:
@@ -135,6 +136,13 @@ def eval_dataset(
         (366, 500, 3) (366, 500)
         (335, 500, 3) (335, 500)
     """
+    repeated = [] if shuffle else files.duplicates()
+    if repeated:
+        raise DataError(
+            f"{len(repeated)} image/label pairs occur more than once, first {repeated[0][0]}: an "
+            "evaluation would count their pixels twice; remove the copies (a training list may "
+            "repeat pairs to oversample them)"
+        )
     log = skip_log(on_error)
 
     def load(image_path: bytes, label_path: bytes):
