@@ -58,7 +58,7 @@ class ConfusionMatrix:
     def __init__(self, counts: int | np.ndarray):
         """``counts``: a class count C (an empty matrix) or existing (C, C) counts (copied)."""
         if isinstance(counts, (int, np.integer)):
-            counts = np.zeros((int(counts), int(counts)), np.int64) if counts > 0 else counts
+            counts = np.zeros((max(int(counts), 0),) * 2, np.int64)
         self.counts = np.array(counts, np.int64)
         if self.counts.ndim != 2 or self.counts.shape[0] != self.counts.shape[1]:
             raise ValueError(f"a confusion matrix is (C, C), got {np.shape(counts)}")
@@ -185,7 +185,7 @@ class MeanIoU(keras.metrics.Metric):
 
     def __init__(self, num_classes: int = NUM_CLASSES, name: str = "mean_iou", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.num_classes = num_classes
+        self.num_classes = ConfusionMatrix(num_classes).num_classes  # checks the count
         self.confusion = self.add_variable(
             shape=(num_classes, num_classes), initializer="zeros", dtype="int64", name="confusion"
         )

@@ -9,6 +9,7 @@ any input size.
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -237,6 +238,12 @@ def build_model(
         num_classes = len(names) if names else NUM_CLASSES
     if names and len(names) != num_classes:
         raise ValueError(f"{len(names)} class names for num_classes={num_classes}")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral) or (
+        num_classes < 1
+    ):
+        raise ValueError(f"num_classes={num_classes!r}: an FCN scores a whole number >= 1 of them")
+    if not width > 0:
+        raise ValueError(f"width={width!r}: the channel multiplier must be positive")
     if width != 1.0 and weights is not None:
         raise ValueError("a width-reduced model cannot take VGG16 weights: pass weights=None")
     offsets = CROP_OFFSETS[variant]

@@ -340,3 +340,19 @@ def test_predict_gives_a_float_image_the_labels_of_its_uint8_version(tiny_fcn8s)
     np.testing.assert_array_equal(
         fcn.predict(Image.open(buffer), tiny_fcn8s), fcn.predict(image, tiny_fcn8s)
     )
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: fcn.build_model("fcn8s", 0, weights=None, width=1 / 16), "num_classes=0"),
+    (lambda: fcn.build_model("fcn8s", 3, weights=None, width=0), "width=0"),
+    (lambda: fcn.MeanIoU(0), r"counts 1..255 classes \(255 is void\), got 0"),
+    (lambda: ConfusionMatrix(256), r"counts 1..255 classes \(255 is void\), got 256"),
+])  # fmt: skip
+def test_class_counts_and_widths_out_of_range_are_refused_by_name(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_evaluating_no_pair_is_refused(tiny_fcn8s):
+    with pytest.raises(DataError, match="hold no image/label pair"):
+        fcn.evaluate(tiny_fcn8s, [])

@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from fcn.data.decode import check_label, read_image
-from fcn.data.errors import data_errors_named
+from fcn.data.errors import DataError, data_errors_named
 from fcn.inference import budget
 from fcn.inference.streamed import compiled_forward, streams
 from fcn.inference.tiling import DEFAULT_MARGIN, predict_tiled
@@ -149,6 +149,8 @@ def evaluate(
         pairs = counted(_pairs(data, split, num_classes))
         for images, labels in _batches(pairs, limits.batch_pixels):
             count(labels, forward(images))
+    if not num_images:
+        raise DataError("the evaluation data hold no image/label pair: there is nothing to score")
     return EvaluationResult(matrix, tuple(class_names), num_images)
 
 
