@@ -6,12 +6,15 @@ EXIF orientations, a coordinate ramp for alignment, the reference ``score.py`` f
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import tempfile
 
 import numpy as np
 import pytest
+import tensorflow as tf
+from conftest import write_shapes
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -25,6 +28,8 @@ from fcn.data.augment import Augmenter
 from fcn.data.decode import read_image, read_label, read_pair
 from fcn.data.errors import DataError
 from fcn.metrics import ConfusionMatrix
+from fcn.recipes import RECIPES
+from fcn.train import _check_batches, input_fn
 
 sides = st.integers(1, 12)
 rgb8 = st.tuples(sides, sides).flatmap(lambda hw: arrays(np.uint8, (*hw, 3)))
@@ -302,8 +307,6 @@ def test_images_read_image_cannot_take_are_refused_with_the_fix(bad, message):
 
 
 def test_a_training_list_smaller_than_one_batch_is_refused_by_name(tmp_path):
-    from conftest import write_shapes
-
     files = write_shapes(tmp_path / "shapes", 3, size=32)
     run = dict(val_files=(), run_dir=tmp_path / "run", weights=None, width=1 / 16,
                num_classes=3, crop_size=32, epochs=1, verbose=0)  # fmt: skip
@@ -356,3 +359,30 @@ def test_class_counts_and_widths_out_of_range_are_refused_by_name(call, message)
 def test_evaluating_no_pair_is_refused(tiny_fcn8s):
     with pytest.raises(DataError, match="hold no image/label pair"):
         fcn.evaluate(tiny_fcn8s, [])
+
+
+@pytest.fixture(scope="module")
+def small_pairs(tmp_path_factory):
+    return write_shapes(tmp_path_factory.mktemp("pairs"), 9, size=16)
+
+
+@given(count=st.integers(0, 9), batch=st.integers(1, 8), replicas=st.sampled_from([1, 2, 4]),
+       workers=st.sampled_from([1, 2, 3]))  # fmt: skip
+def test_any_list_length_either_fills_every_workers_batches_or_is_refused(
+    small_pairs, count, batch, replicas, workers
+):
+    """Against the real input pipeline: a training list accepted for (batch, replicas,
+    workers) gives every worker's pipeline a full per-replica batch; one refused names
+    train_files and what to pass instead."""
+    files = SegmentationFiles(small_pairs.images[:count], small_pairs.labels[:count])
+    recipe = dataclasses.replace(RECIPES["practical"], crop_size=16, batch_size=batch)
+    try:
+        _check_batches(files, recipe, replicas, workers)
+    except ValueError as error:
+        assert str(error).startswith(("train_files", "batch_size"))
+        assert "pass" in str(error) or "nothing to train" in str(error)
+        return
+    for worker in range(workers):
+        context = tf.distribute.InputContext(workers, worker, replicas)
+        images, labels = next(iter(input_fn(files, recipe, 0, 3)(context)))
+        assert images.shape[0] == labels.shape[0] == batch // replicas
