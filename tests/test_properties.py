@@ -74,6 +74,7 @@ def pil_images(grey: np.ndarray) -> dict[str, tuple[Image.Image, np.ndarray]]:
         "L": (Image.fromarray(grey), rgb),
         "LA": (Image.fromarray(np.concatenate([grey[..., None], alpha], -1)), rgb),
         "P": (palette, rgb),
+        "PA": (palette.convert("PA"), rgb),
         "RGB": (Image.fromarray(rgb), rgb),
         "RGBA": (Image.fromarray(np.concatenate([rgb, alpha], -1)), rgb),
         "CMYK": (Image.fromarray(rgb).convert("CMYK"), rgb),
