@@ -187,11 +187,18 @@ def train(
             :mod:`fcn.loop`).
         callbacks: more Keras callbacks.
         **overrides: every field of :class:`~fcn.config.TrainConfig` (``epochs=2``, ...),
-            replacing ``config``'s.
+            replacing ``config``'s. Resuming (``resume=True`` and a run in ``run_dir``), the
+            run's recorded settings stand for what neither gives
+            (:meth:`~fcn.config.TrainConfig.resumed`): ``train(root, run_dir=d, resume=True,
+            epochs=3)`` changes the epochs alone, and the schedule spans the new total.
 
     Raises:
         TypeError: an override that is no field of TrainConfig.
-        ValueError: an ``init_from`` model whose layers do not fit the new one.
+        ValueError: an ``init_from`` model whose layers do not fit the new one; a setting out
+            of its range; a training list that fills no batch; on resume, a change of a
+            setting that cannot change within a run, or fewer epochs than done.
+        FileExistsError: ``run_dir`` holds a run and ``resume`` is False.
+        PermissionError: ``run_dir`` cannot be written (checked before training).
         OutOfMemoryError: the first steps did not fit; the message gives the estimate and a
             batch size that fits on this device.
 

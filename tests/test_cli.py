@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -175,17 +176,28 @@ def test_train_options_land_in_the_config(monkeypatch, tmp_path, capsys):
 
 
 def test_train_runs_and_resumes(tmp_path, capsys):
-    """The first run as a user starts it; the refusal and the resume in-process."""
+    """The first run as a user starts it; in-process: the refusal to overwrite, then a resume
+    that gives only the run directory and the new epochs (the run keeps its width and the rest:
+    only the options typed are passed), and a changed width refused in one line."""
+    run_dir = str(tmp_path / "run")
     args = ["train", VOC, "--weights", "none", "--width", "0.0625", "--crop-size", "64"]
-    args += ["--batch-size", "2", "--steps-per-epoch", "1", "--run-dir", tmp_path / "run"]
+    args += ["--batch-size", "2", "--steps-per-epoch", "1", "--run-dir", run_dir]
     run = fcn_cli(*args, "--epochs", "1")
     assert run.returncode == 0, run.stderr[-2000:]
     assert f"best model: {tmp_path / 'run' / 'best.keras'}" in run.stdout
-    args = [str(arg) for arg in args]
     assert main([*args, "--epochs", "2"]) == 2
     assert "resume" in capsys.readouterr().err
-    assert main([*args, "--epochs", "2", "--resume"]) == 0
-    assert json.loads((tmp_path / "run" / "state.json").read_text())["epoch"] == 2
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", "nothing to resume")  # a real resume, not a new run
+        assert main(["train", VOC, "--run-dir", run_dir, "--resume", "--epochs", "2"]) == 0
+    state = json.loads((tmp_path / "run" / "state.json").read_text())
+    assert state["epoch"] == 2 and state["iterations"] == 2
+    assert state["settings"]["width"] == 0.0625 and state["settings"]["crop_size"] == 64
+    capsys.readouterr()
+    assert main(["train", VOC, "--run-dir", run_dir, "--resume", "--width", "0.125"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("fcn: error: resume: width 0.125 differs from the run's 0.0625")
 
 
 def test_train_that_diverges_exits_1_with_one_line_and_keeps_the_initial_model(tmp_path, capsys):

@@ -218,7 +218,7 @@ files = SegmentationFiles.from_lists(
     (sample.images * repeat)[:count], (sample.labels * repeat)[:count]
 )
 train = iter(train_dataset(files, crop_size=64, batch_size=2, seed=0))
-evaluation = iter(eval_dataset(files))
+evaluation = iter(eval_dataset(files, shuffle=True, seed=0))  # repeated pairs: not scored
 next(train), next(evaluation)
 print("one batch of each")
 """

@@ -1,6 +1,6 @@
 """Training runs that tests start in their own process (SIGKILL, logical devices).
 
-python tests/train_script.py RUN_DIR {resume-slow,resume,kill-in-write,mirrored} [extra]
+python tests/train_script.py RUN_DIR {resume,kill-in-write,mirrored} [extra]
 
 kill-in-write: the process SIGKILLs itself halfway through writing epoch 2's checkpoint.
 """
@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import tensorflow as tf
@@ -34,11 +33,6 @@ common = dict(
 )  # fmt: skip
 
 
-class Slow(keras.callbacks.Callback):
-    def on_train_batch_end(self, batch, logs=None):
-        time.sleep(0.3)
-
-
 if MODE == "kill-in-write":
     from fcn import checkpoint
 
@@ -54,10 +48,10 @@ if MODE == "kill-in-write":
 
     checkpoint._replace_atomically = torn
 
-if MODE.startswith("resume") or MODE == "kill-in-write":
+if MODE in ("resume", "kill-in-write"):
     result = fcn.train(
         **common, run_dir=run_dir, epochs=4, steps_per_epoch=4, batch_size=2,
-        resume=MODE == "resume", callbacks=[Slow()] if MODE == "resume-slow" else [],
+        resume=MODE == "resume",
     )  # fmt: skip
     print(json.dumps({
         "epochs": [row["epoch"] for row in result.history],

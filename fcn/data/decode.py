@@ -39,8 +39,8 @@ def read_image(image: ImageLike) -> np.ndarray:
     - Arrays by shape: (H, W) and (H, W, 1) are grey (repeated to RGB); (H, W, 4) drops alpha.
     - Files and PIL images are turned by their EXIF orientation (as a photo viewer shows
       them). Modes 1, L, LA, P, PA, RGB, RGBA (alpha dropped) and CMYK go through PIL's
-      conversion to RGB (as does any other mode PIL converts); 16-bit and 32-bit integer modes (I;16*, I) are 16-bit images,
-      scaled as uint16 arrays; F follows the float rule.
+      conversion to RGB (as does any other mode PIL converts); 16-bit and 32-bit integer
+      modes (I;16*, I) are 16-bit images, scaled as uint16 arrays; F follows the float rule.
 
     Raises:
         DataError: a file that is empty, truncated or not an image, naming it; an array with
