@@ -42,9 +42,23 @@ def _replace_atomically(write, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def _check_writable(folder: Path) -> None:
-    """Raise PermissionError naming ``folder`` unless a file can be written and renamed there
-    (checked before training, so that no epoch is trained that could not be saved)."""
+def check_writable(folder: str | os.PathLike) -> None:
+    """Create ``folder`` if need be; raise PermissionError naming it unless a file can be
+    written and renamed there (checked before training, so that no epoch is trained that could
+    not be saved).
+
+    Example:
+        >>> import tempfile
+        >>> check_writable(Path(tempfile.mkdtemp()) / "run")  # made, and writable
+    """
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise PermissionError(
+            f"run_dir {folder} cannot be made ({error.strerror or error}): make its parent "
+            "writable or pass another run_dir; nothing was trained"
+        ) from error
     probe = folder / ".write-probe.tmp"
     try:
         _replace_atomically(_write_text(""), probe)
@@ -110,7 +124,10 @@ def resume_state(run_dir: str | os.PathLike, resume: bool) -> dict | None:
     if not resume:
         return None
     for leftover in run_dir.glob(".*.tmp*"):  # a write killed before its rename
-        leftover.unlink()
+        try:
+            leftover.unlink()
+        except OSError:  # a read-only run_dir: fcn.train refuses it next, naming it
+            pass
     if state is None:
         warnings.warn(f"nothing to resume in {run_dir}: starting a new run", stacklevel=3)
         return None
@@ -180,8 +197,7 @@ class RunCheckpoint(keras.callbacks.Callback):
     ):
         super().__init__()
         self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        _check_writable(self.run_dir)
+        check_writable(self.run_dir)
         self.monitor = monitor
         self.state = read_state(self.run_dir) or {
             "epoch": 0, "iterations": 0, "checkpoint": None, "best": None, "best_epoch": None,

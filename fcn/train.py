@@ -19,7 +19,14 @@ import keras
 import tensorflow as tf
 
 from fcn import loop
-from fcn.checkpoint import BEST_FILE, FiniteGuard, RunCheckpoint, read_state, resume_state
+from fcn.checkpoint import (
+    BEST_FILE,
+    FiniteGuard,
+    RunCheckpoint,
+    check_writable,
+    read_state,
+    resume_state,
+)
 from fcn.classes import NUM_CLASSES
 from fcn.config import CALL_ONLY, TrainConfig
 from fcn.data.errors import data_errors_named
@@ -249,6 +256,8 @@ def train(
             stacklevel=2,
         )
 
+    if chief:  # before anything is built or trained that could not be saved
+        check_writable(run_dir)
     previous_policy = keras.mixed_precision.global_policy()
     source = None if state or not chief else _initial_model(config.init_from)
     if config.mixed_precision:

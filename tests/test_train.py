@@ -237,8 +237,9 @@ def test_staged_training_starts_fcn16s_from_a_trained_fcn32s(shapes, tmp_path):
     assert not np.array_equal(fresh.get_layer("conv1_1").kernel, initial.weights["conv1_1"][0])
 
     coarse_file.rename(tmp_path / "moved.keras")  # gone: a resume does not read it again
-    resumed = fcn.train(None, config, epochs=2, resume=True, **run, **TINY_RUN)
-    assert [row["epoch"] for row in resumed.history] == [0, 1]
+    with pytest.warns(UserWarning, match="nothing to train"):
+        resumed = fcn.train(None, config, epochs=1, resume=True, **run, **TINY_RUN)
+    assert [row["epoch"] for row in resumed.history] == [0]
     with pytest.raises(FileNotFoundError, match="epoch-0001.keras"):  # a new run does read it
         fcn.train(None, config, run_dir=tmp_path / "new", epochs=0, **run, **TINY_RUN)
 
