@@ -18,6 +18,7 @@ from conftest import write_shapes
 import fcn
 from fcn.checkpoint import STATE_FILE, read_state
 from fcn.config import TrainConfig
+from fcn.train import RESUME_SEED_STRIDE, input_fn
 
 SCRIPT = Path(__file__).with_name("train_script.py")
 pytestmark = pytest.mark.xdist_group("resume")  # one worker: the one_epoch run is made once
@@ -101,6 +102,26 @@ def test_changed_learning_rate_and_batch_hold_from_the_next_epoch(shapes, one_ep
     assert (settings["learning_rate"], settings["batch_size"], settings["width"]) == (
         0.05, 4, 1 / 16
     )
+
+
+def test_changed_data_settings_reach_the_input_pipeline_of_the_next_epoch(
+    shapes, one_epoch, tmp_path, monkeypatch
+):
+    """crop_size, augment and the data take effect in the resumed epochs' input pipeline, which
+    draws with a seed apart from the first run's (new orders and crops, not a replay)."""
+    seen = []
+
+    def recording(files, recipe, seed, num_classes):
+        seen.append((len(files), recipe.crop_size, recipe.augment, seed))
+        return input_fn(files, recipe, seed, num_classes)
+
+    monkeypatch.setattr(sys.modules["fcn.train"], "input_fn", recording)  # the module
+    run_dir = copy_run(one_epoch, tmp_path)
+    fcn.train(train_files=shapes.shard(2, 0), val_files=(), run_dir=run_dir, epochs=2,
+              resume=True, crop_size=32, augment=True, seed=5)  # fmt: skip
+    assert seen == [(2, 32, True, 5 + RESUME_SEED_STRIDE * 1)]
+    settings = read_state(run_dir)["settings"]
+    assert (settings["crop_size"], settings["augment"], settings["seed"]) == (32, True, 5)
 
 
 @pytest.mark.parametrize("name", sorted(FIXED))
