@@ -176,22 +176,24 @@ def test_train_options_land_in_the_config(monkeypatch, tmp_path, capsys):
 
 
 def test_train_runs_and_resumes(tmp_path, capsys):
-    """The first run as a user starts it; in-process: the refusal to overwrite, then a resume
-    that gives only the run directory and the new epochs (the run keeps its width and the rest:
-    only the options typed are passed), and a changed width refused in one line."""
+    """In-process (the console script itself is run by the other tests): a first run, the
+    refusal to overwrite, then a resume that gives only the run directory and the new epochs
+    (the run keeps its width and the rest: only the options typed are passed), and a changed
+    width refused in one line."""
     run_dir = str(tmp_path / "run")
     args = ["train", VOC, "--weights", "none", "--width", "0.0625", "--crop-size", "64"]
     args += ["--batch-size", "2", "--steps-per-epoch", "1", "--run-dir", run_dir]
-    run = fcn_cli(*args, "--epochs", "1")
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert f"best model: {tmp_path / 'run' / 'best.keras'}" in run.stdout
+    args += ["--val-every", "2"]  # one evaluation: after the resumed second epoch
+    assert main([*args, "--epochs", "1"]) == 0
+    assert "best model: (no validation" in capsys.readouterr().out
     assert main([*args, "--epochs", "2"]) == 2
     assert "resume" in capsys.readouterr().err
     with warnings.catch_warnings():
         warnings.filterwarnings("error", "nothing to resume")  # a real resume, not a new run
         assert main(["train", VOC, "--run-dir", run_dir, "--resume", "--epochs", "2"]) == 0
+    assert f"best model: {tmp_path / 'run' / 'best.keras'}" in capsys.readouterr().out
     state = json.loads((tmp_path / "run" / "state.json").read_text())
-    assert state["epoch"] == 2 and state["iterations"] == 2
+    assert state["epoch"] == 2 and state["iterations"] == 2 and state["best_epoch"] == 2
     assert state["settings"]["width"] == 0.0625 and state["settings"]["crop_size"] == 64
     capsys.readouterr()
     assert main(["train", VOC, "--run-dir", run_dir, "--resume", "--width", "0.125"]) == 2
