@@ -374,11 +374,13 @@ def _check_batches(files, recipe: Recipe, replicas: int, workers: int) -> None:
     smallest_shard = len(files) // workers
     if smallest_shard < per_replica:
         across = f" shared by {workers} workers ({smallest_shard} each)" if workers > 1 else ""
-        fits = f"batch_size <= {smallest_shard * replicas} (with accumulate for a larger "
+        smaller = (
+            f"batch_size <= {smallest_shard * replicas} (with accumulate for a larger effective "
+            "batch) or " if smallest_shard else ""
+        )
         raise ValueError(
             f"train_files holds {len(files)} image/label pairs{across}, fewer than one batch "
-            f"of {per_replica}{' per replica' if replicas > 1 else ''}: pass "
-            f"{fits + 'effective batch) or ' if smallest_shard else ''}more files"
+            f"of {per_replica}{' per replica' if replicas > 1 else ''}: pass {smaller}more files"
         )
 
 

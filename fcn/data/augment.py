@@ -35,7 +35,7 @@ finally:
 LABEL_INTERPOLATION = cv2.INTER_NEAREST_EXACT
 """How label maps are resampled: nearest neighbour at pixel centres, as ``INTER_LINEAR`` samples
 the image. (``cv2.INTER_NEAREST`` floors the source coordinate instead: up to half a source
-pixel off the image, 37% of a scaled crop's labels in ``benchmarks/augment_alignment.py``.)"""
+pixel off the image: 43.9% of scaled crops' labels in ``benchmarks/augment_alignment.py``.)"""
 
 
 class Augmenter:

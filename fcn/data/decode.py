@@ -161,23 +161,17 @@ def check_label(label, num_classes: int, name: str, shape: tuple[int, int] | Non
         label = label.astype(np.uint8)
     if label.dtype.kind not in "iu":
         raise DataError(f"{name}: label class indices must be integers, got dtype {label.dtype}")
-    if label.dtype != np.uint8:
-        found = np.unique(label) if label.size else label.ravel()
-        outside = found[(found < 0) | (found > 255)]
-        if outside.size:
-            raise DataError(
-                f"{name}: label values {outside[:5].tolist()} are neither classes "
-                f"0..{num_classes - 1} nor the ignore label {IGNORE_LABEL}"
-            )
-        label = label.astype(np.uint8)
-    counts = np.bincount(label.ravel(), minlength=256)
-    bad = [int(v) for v in np.flatnonzero(counts) if v >= num_classes and v != IGNORE_LABEL]
+    if label.dtype == np.uint8:  # the usual case: one pass, no sort
+        values = np.flatnonzero(np.bincount(label.ravel(), minlength=256))
+    else:
+        values = np.unique(label)
+    bad = [int(v) for v in values if (v < 0 or v >= num_classes) and v != IGNORE_LABEL]
     if bad:
         raise DataError(
-            f"{name}: label values {bad} are neither classes 0..{num_classes - 1} "
+            f"{name}: label values {bad[:5]} are neither classes 0..{num_classes - 1} "
             f"nor the ignore label {IGNORE_LABEL}"
         )
-    return label
+    return label.astype(np.uint8, copy=False)
 
 
 def read_label(path: str | os.PathLike, num_classes: int = NUM_CLASSES) -> np.ndarray:
