@@ -7,9 +7,12 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import assert_within, sum_tolerance
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fcn
-from fcn.conv_gradients import banded_gradients, lean_conv2d, patch_gradients
+from fcn.conv_gradients import banded_gradients, conv2d, lean_conv2d, patch_gradients
 from fcn.recipes import RECIPES
 from fcn.train import compile_for_training
 
@@ -101,3 +104,29 @@ def test_kernels_are_read_without_copies_and_updated_in_place(tmp_path):
         model.train_on_batch(images, labels)
     assert not np.array_equal(model.get_layer("fc6").kernel.numpy(), kernel)  # it trained
     assert _addresses(model) == before
+
+
+@settings(max_examples=10)
+@given(
+    shape=st.tuples(st.integers(1, 2), st.integers(0, 5), st.integers(0, 5), st.integers(1, 6),
+                    st.integers(1, 5)),  # fmt: skip
+    k=st.sampled_from([7, 9]),
+    dtype=st.sampled_from(["float32", "bfloat16"]),
+)
+def test_row_products_forward_equals_a_float64_convolution(shape, k, dtype):
+    """fc6's forward (:func:`row_products`, through :func:`conv2d`) for any batch, size and
+    channels: the float64 convolution of the same (rounded) inputs, to the rounding of sums of
+    k * k * Cin products in float32, and in bf16 the rounding of each of the k row products and
+    of each of the k running sums (bf16's unit roundoff: 2**-9)."""
+    n, extra_h, extra_w, cin, cout = shape
+    rng = np.random.default_rng(sum(shape) * k)
+    x = tf.cast(rng.standard_normal((n, k + extra_h, k + extra_w, cin)), dtype)
+    kernel = tf.cast(rng.standard_normal((k, k, cin, cout)), dtype)
+    out = tf.cast(conv2d(x, kernel, "VALID"), tf.float64).numpy()
+    x64, k64 = tf.cast(x, tf.float64), tf.cast(kernel, tf.float64)
+    exact = tf.nn.conv2d(x64, k64, 1, "VALID").numpy()
+    magnitude = tf.nn.conv2d(abs(x64), abs(k64), 1, "VALID").numpy()
+    tolerance = sum_tolerance(k * k * cin, magnitude)
+    if dtype == "bfloat16":
+        tolerance += sum_tolerance(2 * k, magnitude, 2.0**-9)
+    assert_within(out, exact, tolerance, f"row products {dtype}")

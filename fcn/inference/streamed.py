@@ -40,6 +40,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from fcn.conv_gradients import conv2d
 from fcn.inference import budget
 from fcn.layers import LeanConv2D, Scale, class_labels, label_dtype
 from fcn.model import Topology, topology_of
@@ -92,7 +93,7 @@ def _conv(layer: keras.layers.Conv2D, rows):
     side = _row_padding(layer)
     dtype = layer.compute_dtype
     padding = [[0, 0], [0, 0], [side, side], [0, 0]] if side else "VALID"
-    out = tf.nn.conv2d(tf.cast(rows, dtype), tf.cast(layer.kernel.value, dtype), 1, padding)
+    out = conv2d(tf.cast(rows, dtype), tf.cast(layer.kernel.value, dtype), padding)
     if layer.use_bias:
         out = tf.nn.bias_add(out, tf.cast(layer.bias.value, dtype))
     return layer.activation(out)
