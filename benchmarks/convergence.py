@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import keras
+
 WEIGHTS = (
     Path(__file__).resolve().parents[2]
     / "shared/vgg16_imagenet_notop/vgg16_weights_tf_dim_ordering_tf_kernels_notop.h5"
@@ -45,6 +47,22 @@ TRAIN = {  # recipe -> overrides for a CPU budget (batch only; the rest is the r
     "practical": {"batch_size": 2},
     "paper": {},
 }
+
+
+class LossRecorder(keras.callbacks.Callback):
+    """The training loss of every step (``values``), from the epoch's running mean in the logs."""
+
+    def __init__(self):
+        super().__init__()
+        self.values: list[float] = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        done = (batch + 1) * logs["loss"] - batch * self.epoch_mean
+        self.epoch_mean = logs["loss"]
+        self.values.append(float(done))
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch_mean = 0.0
 
 
 def _energies_and_first_gradients(model, batches, steps: int) -> dict:
@@ -124,26 +142,12 @@ def diagnose(weights: str, crop: int, steps: int, config: int) -> dict:
 
 def train_recipe(weights: str, voc: str | None, recipe: str, epochs: int, steps: int) -> dict:
     """Part 2 for one recipe: ``fcn.train`` with its defaults (batch for the CPU, run length)."""
-    import keras
     import numpy as np
 
     import fcn
     from fcn.data import sample_voc_root
 
-    class Losses(keras.callbacks.Callback):
-        def __init__(self):
-            super().__init__()
-            self.values: list[float] = []
-
-        def on_train_batch_end(self, batch, logs=None):  # logs hold the epoch's running mean
-            done = (batch + 1) * logs["loss"] - batch * self.epoch_mean
-            self.epoch_mean = logs["loss"]
-            self.values.append(float(done))
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self.epoch_mean = 0.0
-
-    recorder = Losses()
+    recorder = LossRecorder()
     start = time.time()
     result = fcn.train(
         voc or sample_voc_root(), run_dir=tempfile.mkdtemp(prefix=f"fcn-{recipe}-"),

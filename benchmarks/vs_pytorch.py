@@ -12,6 +12,15 @@ build. Cells:
 * ``forward 500x500 b1``: fcn through :func:`fcn.inference.streamed.compiled_forward` (the path
   ``fcn.evaluate``/``fcn.predict`` take: streamed); torch ``model.eval()`` under
   ``torch.inference_mode``.
+* precision ``fp32`` and ``bf16`` of the forward and train cells: torch under
+  ``torch.autocast("cpu", torch.bfloat16)``; fcn's forward with the model in bf16
+  (:func:`fcn.inference.precision.in_precision`, what ``precision="bfloat16"`` runs) and its
+  training under ``mixed_bfloat16``. PyTorch gets its fastest CPU layout: model and input
+  ``channels_last`` (since Dec 3; before, its default layout).
+* kernel sets: fcn's cells under oneDNN and under Eigen (``TF_ENABLE_ONEDNN_OPTS=1`` / ``0``;
+  bf16 under oneDNN only: Eigen computes bf16 in float32). Each cell also reports the share of
+  the CPU's peak it reaches (``peak_share``: the cell's FLOPs per second over cores x clock x
+  :data:`PEAK_FLOP_PER_CYCLE` of its precision; a training step counted as 3 forwards).
 * ``train 500x500 b1`` and ``train 320x320 b4``: one SGD step with momentum 0.9 and weight decay
   5e-4 on the per-pixel mean cross-entropy ignoring 255 (fcn: :func:`fcn.train.compile_for_training`
   with the practical recipe and :func:`fcn.loop.train_step`, the step ``fcn.train`` runs; before
@@ -47,6 +56,16 @@ VGG16_NOTOP = (
     / "shared/vgg16_imagenet_notop/vgg16_weights_tf_dim_ordering_tf_kernels_notop.h5"
 )
 MAIN = [("build", 0, 0), ("forward", 500, 1), ("train", 500, 1), ("train", 320, 4)]
+PRECISIONS = ("fp32", "bf16")
+PEAK_FLOP_PER_CYCLE = {  # (vendor, bf16 hardware) -> per core: fp32, bf16
+    ("GenuineIntel", "AMX"): {"fp32": 64, "bf16": 1024},
+    ("GenuineIntel", "AVX512-BF16"): {"fp32": 64, "bf16": 128},
+    ("AuthenticAMD", "AVX512-BF16"): {"fp32": 32, "bf16": 64},  # Zen 4: 2 x 256-bit pipes
+}
+"""Nominal peak FLOP per cycle per core: AVX-512 FMA fp32 (2 x 16 lanes x 2), AVX512-BF16
+dot products twice that, AMX tiles ~1,024 bf16 (the figure of issue 23); AMD's Zen 4 runs
+AVX-512 on two 256-bit pipes, half of Intel's per cycle (measured here: 3x3 convolutions at
+95 GFLOP/s per core fp32, 210 bf16, at 2.6-3.3 GHz)."""
 ESTIMATE = [("train", size, batch) for size in (320, 500) for batch in (1, 2, 4)]
 
 
@@ -96,15 +115,23 @@ def torch_fcn8s(geometry: dict, num_classes: int = 21):
     return FCN8s()
 
 
-def torch_cell(kind: str, size: int, batch: int, repeats: int, geometry: dict) -> dict:
+def torch_cell(
+    kind: str, size: int, batch: int, repeats: int, geometry: dict, precision: str
+) -> dict:
+    import contextlib
+
     import numpy as np
     import torch
 
     torch.set_num_threads(os.cpu_count())
+    autocast = (
+        (lambda: torch.autocast("cpu", torch.bfloat16)) if precision == "bf16"
+        else contextlib.nullcontext
+    )  # fmt: skip
     out = {"import_mib": rss_mib()["VmRSS"]}
     reset_peak()
     start = time.perf_counter()
-    model = torch_fcn8s(geometry)
+    model = torch_fcn8s(geometry).to(memory_format=torch.channels_last)
     out.update(build_s=time.perf_counter() - start, built_mib=rss_mib()["VmRSS"],
                build_peak_mib=rss_mib()["VmHWM"],
                weights_mib=sum(p.numel() for p in model.parameters()) * 4 / 2**20)  # fmt: skip
@@ -112,12 +139,13 @@ def torch_cell(kind: str, size: int, batch: int, repeats: int, geometry: dict) -
         return {**out, "peak_mib": process_peak_mib()}
     rng = np.random.default_rng(0)
     images = torch.from_numpy(rng.uniform(-120, 135, (batch, 3, size, size)).astype(np.float32))
+    images = images.to(memory_format=torch.channels_last)
     labels = torch.from_numpy(rng.integers(0, 21, (batch, size, size)))
     if kind == "forward":
         model.eval()
 
         def step():
-            with torch.inference_mode():
+            with torch.inference_mode(), autocast():
                 model(images).argmax(1)
     else:
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-10, momentum=0.9, weight_decay=5e-4)
@@ -125,18 +153,23 @@ def torch_cell(kind: str, size: int, batch: int, repeats: int, geometry: dict) -
 
         def step():
             optimizer.zero_grad(set_to_none=True)
-            loss_fn(model(images), labels).backward()
+            with autocast():
+                loss = loss_fn(model(images), labels)
+            loss.backward()
             optimizer.step()
 
     return {**out, **_timed(step, repeats)}
 
 
-def fcn_cell(kind: str, size: int, batch: int, repeats: int, source: str) -> dict:
+def fcn_cell(kind: str, size: int, batch: int, repeats: int, source: str, precision: str) -> dict:
     import numpy as np
 
     start = time.perf_counter()
+    import keras
+
     import fcn
     from fcn.device import training_memory_estimate
+    from fcn.inference.precision import in_precision
     from fcn.inference.streamed import compiled_forward
     from fcn.recipes import RECIPES
     from fcn.train import compile_for_training
@@ -144,10 +177,14 @@ def fcn_cell(kind: str, size: int, batch: int, repeats: int, source: str) -> dic
     out = {"import_s": time.perf_counter() - start, "import_mib": rss_mib()["VmRSS"]}
     reset_peak()
     start = time.perf_counter()
+    if kind == "train" and precision == "bf16":
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")  # what fcn.train sets
     if source.endswith(".keras"):
         model = fcn.load_model(source)
     else:
         model = fcn.build_model("fcn8s", weights=source or None)
+    if kind == "forward" and precision == "bf16":  # precision="bfloat16": held once, in bf16
+        model = in_precision(model, "bfloat16")
     out.update(build_s=time.perf_counter() - start, built_mib=rss_mib()["VmRSS"],
                build_peak_mib=rss_mib()["VmHWM"],
                weights_mib=model.count_params() * 4 / 2**20)  # fmt: skip
@@ -202,17 +239,59 @@ def _timed(step, repeats: int) -> dict:
     }
 
 
-def run_cell(framework: str, kind: str, size: int, batch: int, args, extra: str) -> dict:
+def run_cell(framework: str, kind: str, size: int, batch: int, args, extra: str,
+             precision: str = "fp32", kernels: str = "") -> dict:  # fmt: skip
     command = [sys.executable, __file__, "--cell", framework, kind, str(size), str(batch), extra,
-               "--repeats", str(args.repeats)]  # fmt: skip
+               precision, "--repeats", str(args.repeats)]  # fmt: skip
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    if kernels:
+        env["TF_ENABLE_ONEDNN_OPTS"] = {"oneDNN": "1", "Eigen": "0"}[kernels]
     run = subprocess.run(command, capture_output=True, text=True, env=env)
     if run.returncode:
         raise RuntimeError(f"{framework} {kind} {size} {batch}: {run.stderr[-2000:]}")
     row = json.loads(run.stdout.strip().splitlines()[-1])
     source = Path(extra).name if framework == "fcn" and extra else ""
-    return {"framework": framework, "kind": kind, "size": size, "batch": batch, "source": source,
-            **row}  # fmt: skip
+    name = framework + (f" {kernels}" if kernels else "")
+    row = {"framework": name, "kind": kind, "size": size, "batch": batch, "source": source,
+           "precision": precision, **row}  # fmt: skip
+    if "step_s" in row and size:
+        flops = args.flops[size] * batch * (3 if kind == "train" else 1)
+        row["tflops"] = flops / row["step_s"] / 1e12
+        row["peak_share"] = flops / row["step_s"] / args.peak[precision]
+    return row
+
+
+def forward_flops(model, size: int) -> int:
+    """FLOPs (2 per multiply-add) of ``model``'s convolutions on one size x size image."""
+    import keras
+    import numpy as np
+
+    convs = [layer for layer in model.layers if isinstance(layer, keras.layers.Conv2D)]
+    probe = keras.Model(model.input, [layer.output for layer in convs])
+    specs = probe.compute_output_spec(keras.KerasTensor((1, size, size, 3)))
+    total = 0
+    for layer, spec in zip(convs, specs):
+        kh, kw, a, b = layer.kernel.shape  # transposed: (kh, kw, out, in), out = filters
+        taps = kh * kw * (b if isinstance(layer, keras.layers.Conv2DTranspose) else a)
+        if isinstance(layer, keras.layers.Conv2DTranspose):
+            taps //= layer.strides[0] * layer.strides[1]  # each output reads 1/s^2 of the taps
+        total += 2 * int(np.prod(spec.shape[1:])) * taps
+    return total
+
+
+def peak_flops() -> dict[str, float]:
+    """This CPU's nominal peak FLOP/s per precision (cores x clock x :data:`PEAK_FLOP_PER_CYCLE`;
+    bf16 without native hardware: fp32's), and the line that says so."""
+    from fcn.device import _cpu_info, native_bf16
+
+    with open("/proc/cpuinfo") as f:
+        info = dict(line.split(":", 1) for line in f if ":" in line)
+    vendor, mhz = info["vendor_id"].strip(), float(info["cpu MHz"])
+    per_cycle = PEAK_FLOP_PER_CYCLE.get((vendor, native_bf16()))
+    if per_cycle is None:
+        fp32 = 64 if "avx512f" in _cpu_info()[1] else 32
+        per_cycle = {"fp32": fp32, "bf16": fp32}
+    return {p: os.cpu_count() * mhz * 1e6 * per_cycle[p] for p in PRECISIONS}
 
 
 def _median_rows(rows: list[dict]) -> dict:
@@ -231,14 +310,18 @@ def main() -> None:
     parser.add_argument("--vgg16", default=str(VGG16_NOTOP), help="a Keras VGG16 weights file")
     kinds = sorted({kind for kind, _, _ in MAIN})
     parser.add_argument("--kinds", nargs="+", default=kinds, choices=kinds, help="cells to run")
-    parser.add_argument("--cell", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS)
+    parser.add_argument("--kernels", nargs="+", default=["oneDNN", "Eigen"],
+                        choices=["oneDNN", "Eigen"], help="fcn's kernel sets")  # fmt: skip
+    parser.add_argument("--cell", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cell:
-        framework, kind, size, batch, extra = args.cell
+        framework, kind, size, batch, extra, precision = args.cell
         if framework == "torch":
-            out = torch_cell(kind, int(size), int(batch), args.repeats, json.loads(extra))
+            out = torch_cell(kind, int(size), int(batch), args.repeats, json.loads(extra),
+                             precision)  # fmt: skip
         else:
-            out = fcn_cell(kind, int(size), int(batch), args.repeats, extra)
+            out = fcn_cell(kind, int(size), int(batch), args.repeats, extra, precision)
         print(json.dumps(out))
         return
     import keras
@@ -249,21 +332,33 @@ def main() -> None:
     from fcn.vgg16 import VGG_BLOCKS
 
     print(f"# {cpu_summary()}", flush=True)
+    args.peak = peak_flops()
+    peaks = ", ".join(f"{p} {v / 1e12:.2f} TFLOP/s" for p, v in args.peak.items())
+    print(f"# nominal peak: {peaks}", flush=True)
     offsets = CROP_OFFSETS["fcn8s"]
     geometry = json.dumps({"pad": INPUT_PAD, "blocks": VGG_BLOCKS, "offsets": offsets})
     saved = Path(tempfile.mkdtemp(prefix="fcn-vs-torch-")) / "fcn8s.keras"
     keras.utils.set_random_seed(0)
-    fcn.build_model("fcn8s", weights=None).save(saved)
+    reference = fcn.build_model("fcn8s", weights=None)
+    reference.save(saved)
+    args.flops = {size: forward_flops(reference, size) for _, size, _ in MAIN if size}
+    del reference
     sources = [""] + ([args.vgg16] if os.path.exists(args.vgg16) else []) + [str(saved)]
     cells = []
     for kind, size, batch in (cell for cell in MAIN if cell[0] in args.kinds):
-        cells.append(("torch", kind, size, batch, geometry))
-        for source in sources if kind == "build" else [""]:
-            cells.append(("fcn", kind, size, batch, source))
+        if kind == "build":
+            cells.append(("torch", kind, size, batch, geometry, "fp32", ""))
+            cells += [("fcn", kind, size, batch, source, "fp32", "") for source in sources]
+            continue
+        for precision in args.precisions:
+            cells.append(("torch", kind, size, batch, geometry, precision, ""))
+            for kernels in args.kernels:
+                if precision == "fp32" or kernels == "oneDNN":
+                    cells.append(("fcn", kind, size, batch, "", precision, kernels))
     results: dict[tuple, list[dict]] = {}
     for round_ in range(args.rounds):
         for cell in cells:
-            row = run_cell(*cell[:4], args, cell[4])
+            row = run_cell(*cell[:4], args, *cell[4:])
             results.setdefault(cell, []).append(row)
             print(json.dumps({"round": round_, **row}), flush=True)
     if args.estimate:
@@ -279,21 +374,23 @@ def main() -> None:
 
 
 TABLE_HEADER = (
-    "| framework | cell | source | import MiB | built MiB | build peak MiB | steps peak MiB "
-    "| steady steps peak MiB | process peak MiB | step s | first step s | estimate MiB |\n"
-    f"|{'---|' * 12}"
+    "| framework | cell | precision | source | import MiB | built MiB | build peak MiB "
+    "| steps peak MiB | steady steps peak MiB | process peak MiB | step s | first step s "
+    "| TFLOP/s | share of peak | estimate MiB |\n"
+    f"|{'---|' * 15}"
 )
 
 
 def _table_row(row: dict) -> str:
     cell = row["kind"] + (f" {row['size']}x{row['size']} b{row['batch']}" if row["size"] else "")
-    cols = [row["framework"], cell, row["source"] or "-"]
+    cols = [row["framework"], cell, row.get("precision", "fp32"), row["source"] or "-"]
     keys = ("import_mib", "built_mib", "build_peak_mib", "steps_peak_mib", "steady_peak_mib",
             "peak_mib")  # fmt: skip
     for key in keys:
         cols.append(f"{row[key]:,.0f}" if key in row else "-")
-    for key in ("step_s", "first_step_s"):
+    for key in ("step_s", "first_step_s", "tflops"):
         cols.append(f"{row[key]:.2f}" if key in row else "-")
+    cols.append(f"{row['peak_share']:.0%}" if "peak_share" in row else "-")
     cols.append(f"{row['estimate_mib']:,.0f}" if "estimate_mib" in row else "-")
     return "| " + " | ".join(cols) + " |"
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
 import fcn
+from fcn.device import PRECISIONS
 from fcn.inference.budget import STREAMED_MAX_PIXELS
 from fcn.inference.export import FORMATS, OUTPUTS
 from fcn.inference.model_files import DEFAULT_MODEL
@@ -41,8 +42,10 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_evaluate(args) -> int:
-    model = fcn.load_model(args.model)
-    result = fcn.evaluate(model, args.data, args.split, max_pixels=args.max_pixels)
+    model = fcn.load_model(args.model, precision=args.precision)
+    result = fcn.evaluate(
+        model, args.data, args.split, max_pixels=args.max_pixels, precision=args.precision
+    )
     print(result.table())
     if args.json:
         result.save_json(args.json)
@@ -58,12 +61,12 @@ def _cmd_predict(args) -> int:
     from fcn.inference.predict import list_images
 
     paths = [p for arg in args.images for p in (list_images(arg) if os.path.isdir(arg) else [arg])]
-    model = fcn.load_model(args.model)
+    model = fcn.load_model(args.model, precision=args.precision)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for path in map(Path, paths):
         image = data.read_image(path)
-        labels = fcn.predict(image, model, max_pixels=args.max_pixels)
+        labels = fcn.predict(image, model, max_pixels=args.max_pixels, precision=args.precision)
         data.write_label(out / f"{path.stem}.png", labels)
         Image.fromarray(plots.overlay(image, labels)).save(out / f"{path.stem}_overlay.png")
     print(f"{len(paths)} label maps (VOC palette PNG) and overlays written to {out}")
@@ -113,8 +116,9 @@ def _cmd_convert(args) -> int:
 
 def _cmd_export(args) -> int:
     path = fcn.export_model(
-        args.model, args.out, args.format, size=args.size and tuple(args.size), output=args.output
-    )
+        args.model, args.out, args.format, size=args.size and tuple(args.size), output=args.output,
+        precision=args.precision,
+    )  # fmt: skip
     batch = "1" if args.format == "litert" else "N"
     shape = " x ".join([batch, *map(str, args.size or ("H", "W"))])
     print(f"{args.model} -> {path} ({args.format}: uint8 image {shape} x 3 -> {args.output})")
@@ -213,6 +217,14 @@ two processes on one machine: the same with 127.0.0.1:23456 and 127.0.0.1:23457.
 if a worker dies, the others wait: stop them all and start all again with --resume."""
 
 
+def _precision_option(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument(
+        "--precision", default=default, choices=PRECISIONS,
+        help="auto: bfloat16 where the hardware runs it natively (AMX or AVX512-BF16 under "
+        "oneDNN, a bf16 GPU), else float32; default %(default)s",
+    )  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``fcn`` command's argument parser: one subcommand per task, each with its examples.
 
@@ -253,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help=f"pixels per forward pass (default: whole photos up to {_MAX_PIXELS} for an FCN)",
     )
+    _precision_option(p, "auto")
     p.add_argument("--json", help="write the full result as JSON here")
     p.add_argument("--plot", help="write the confusion matrix as PNG here")
 
@@ -264,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-pixels", type=int, help=f"larger images are tiled (default: {_MAX_PIXELS})"
     )
+    _precision_option(p, "auto")
 
     p = command("find-batch-size", _cmd_find_batch_size, "probe the largest batch that fits")
     p.add_argument("--model", help=".keras model (default: a fresh full-size --variant)")
@@ -297,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fixed image size in pixels (litert: required; else any size)")  # fmt: skip
     p.add_argument("--output", default="labels", choices=OUTPUTS,
                    help="labels (N, H, W) or logits (N, H, W, C), default %(default)s")  # fmt: skip
+    _precision_option(p, "float32")
 
     p = command("info", _cmd_info, "print a model's layers, parameter count and crop offsets")
     p.add_argument("--variant", default="fcn8s", choices=fcn.VARIANTS)

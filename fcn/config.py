@@ -17,7 +17,7 @@ from fcn.classes import IGNORE_LABEL, NUM_CLASSES
 from fcn.model import VARIANTS
 from fcn.recipes import RECIPES
 
-MIXED_PRECISION_POLICIES: tuple[str, ...] = ("mixed_float16", "mixed_bfloat16")
+MIXED_PRECISION_POLICIES: tuple[str, ...] = ("auto", "mixed_float16", "mixed_bfloat16")
 """The Keras mixed-precision policies :func:`fcn.train` accepts (logits stay float32)."""
 
 
@@ -124,7 +124,10 @@ class TrainConfig:
         default=None,
         metadata={"resume": "fixed",
                   "help": "Keras mixed-precision policy (logits stay float32; default: "
-                  "float32 throughout)", "choices": MIXED_PRECISION_POLICIES},
+                  "float32 throughout); auto: mixed_bfloat16 where the hardware runs bf16 "
+                  "natively (AMX or AVX512-BF16 under oneDNN, a bf16 GPU), else float32, "
+                  "decided when training starts and recorded as decided",
+                  "choices": MIXED_PRECISION_POLICIES},
     )  # fmt: skip
     resume: bool = field(
         default=False,

@@ -26,6 +26,9 @@ computes the same sums (in another order: equal to float rounding).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import tensorflow as tf
 
 from fcn.device import cpu_kernels
@@ -39,6 +42,28 @@ ROW_PRODUCT_KERNEL = 7
 on fc6's 7x7 only; 3x3 convolutions run at the kernels' peak as they are)."""
 
 
+_native_only = False
+
+
+@contextlib.contextmanager
+def native_convolutions() -> Iterator[None]:
+    """Within it, what is traced runs every convolution as ``tf.nn.conv2d``: for graphs that
+    other runtimes read (LiteRT lacks ``ExtractImagePatches``, tf2onnx cannot shape its
+    reshapes), at fc6's oneDNN speed.
+
+    Example:
+        >>> with native_convolutions():
+        ...     conv2d(tf.zeros((1, 9, 9, 2)), tf.zeros((7, 7, 2, 4)), "VALID").shape
+        TensorShape([1, 3, 3, 4])
+    """
+    global _native_only
+    before, _native_only = _native_only, True
+    try:
+        yield
+    finally:
+        _native_only = before
+
+
 def conv2d(x: tf.Tensor, kernel: tf.Tensor, padding) -> tf.Tensor:
     """The forward of a stride-1 convolution: :func:`row_products` for a kernel of at least
     :data:`ROW_PRODUCT_KERNEL` rows and ``"VALID"`` padding, else ``tf.nn.conv2d`` (``padding``
@@ -48,7 +73,7 @@ def conv2d(x: tf.Tensor, kernel: tf.Tensor, padding) -> tf.Tensor:
         >>> conv2d(tf.zeros((1, 9, 9, 2)), tf.zeros((7, 7, 2, 4)), "VALID").shape
         TensorShape([1, 3, 3, 4])
     """
-    if isinstance(padding, str) and padding.upper() == "VALID" and (
+    if not _native_only and isinstance(padding, str) and padding.upper() == "VALID" and (
         kernel.shape[0] >= ROW_PRODUCT_KERNEL
     ):
         return row_products(x, kernel)

@@ -32,6 +32,7 @@ from fcn.config import CALL_ONLY, TrainConfig
 from fcn.data.errors import data_errors_named
 from fcn.device import (
     OutOfMemoryError,
+    auto_mixed_precision,
     choose_strategy,
     enable_memory_growth,
     find_batch_size,
@@ -222,6 +223,10 @@ def train(
     from fcn.inference.evaluate import EvaluationCallback
 
     enable_memory_growth()  # before the strategy or the model touch a GPU
+    if overrides.get("mixed_precision") == "auto":  # decided here, and recorded as decided
+        overrides = {**overrides, "mixed_precision": auto_mixed_precision()}
+    if config is not None and config.mixed_precision == "auto":
+        config = dataclasses.replace(config, mixed_precision=auto_mixed_precision())
     requested = _configure(config or TrainConfig(), overrides)
     run_dir = Path(requested.run_dir or Path("runs", requested.variant))
     strategy = strategy or choose_strategy()

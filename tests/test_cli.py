@@ -107,6 +107,7 @@ def test_predict_user_errors(model_file, tmp_path):
 def test_evaluate_prints_table_and_writes_json_and_plot(model_file, tmp_path):
     run = fcn_cli(
         "evaluate", model_file, VOC, "--split", "val", "--json", tmp_path / "r.json",
+        "--precision", "float32",
         "--plot", tmp_path / "c.png",
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]

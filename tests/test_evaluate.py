@@ -42,7 +42,7 @@ def test_evaluate_equals_reference_on_whole_images(tiny_fcn8s):
     """With the model's near-ties void, exactly score.py on Keras' own per-image passes."""
     data = void_near_ties(tiny_fcn8s, pairs())
     hist, (acc, acc_cls, mean_iu, fwavacc, iu, _) = whole_image_reference(tiny_fcn8s, data)
-    result = evaluate(tiny_fcn8s, data)
+    result = evaluate(tiny_fcn8s, data, precision="float32")
     assert result.confusion.dtype == np.int64
     np.testing.assert_array_equal(result.confusion, hist)
     assert result.num_images == len(data)
@@ -92,8 +92,8 @@ def test_batches_hold_equal_sizes_within_budget():
 def test_voc_root_and_split(tiny_fcn8s):
     from fcn.data import eval_dataset, voc_pairs
 
-    by_root = evaluate(tiny_fcn8s, SAMPLE, "val", max_pixels=400_000)
-    by_dataset = evaluate(tiny_fcn8s, eval_dataset(voc_pairs(SAMPLE, "val")))
+    by_root = evaluate(tiny_fcn8s, SAMPLE, "val", max_pixels=400_000, precision="float32")
+    by_dataset = evaluate(tiny_fcn8s, eval_dataset(voc_pairs(SAMPLE, "val")), precision="float32")
     assert by_root.num_images == by_dataset.num_images == len(voc_pairs(SAMPLE, "val"))
     for result in (by_root, by_dataset):
         pairs = eval_dataset(voc_pairs(SAMPLE, "val")).as_numpy_iterator()

@@ -74,10 +74,10 @@ def test_evaluate_and_predict_a_voc_sized_image_with_the_full_fcn8s():
     whole = np.asarray(model(image[None].astype("float32"), training=False))[0]
     clear = clear_of_ties(whole, network_tolerance(model, np.abs(whole).max()))
     assert clear.mean() > 0.9
-    labels = fcn.predict(image, model)
+    labels = fcn.predict(image, model, precision="float32")
     np.testing.assert_array_equal(labels[clear], whole.argmax(-1)[clear])
     truth = np.where(clear, whole.argmax(-1), 255).astype(np.uint8)
-    scores = fcn.evaluate(model, [(image, truth)])
+    scores = fcn.evaluate(model, [(image, truth)], precision="float32")
     assert scores.confusion.sum() == clear.sum()
     assert scores.pixel_accuracy == 1.0
 

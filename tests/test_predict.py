@@ -105,7 +105,7 @@ def test_an_image_without_pixels_is_refused(tiny_fcn8s):
 def test_more_than_256_classes_keep_their_indices():
     model = randomize(fcn.build_model("fcn8s", 300, weights=None, width=1 / 16), seed=8)
     image = RNG.integers(0, 256, (40, 30, 3)).astype(np.uint8)
-    labels = fcn.predict(image, model)
+    labels = fcn.predict(image, model, precision="float32")
     assert labels.dtype == np.int32 and labels.max() > 255
     logits, clear = whole_logits(model, image)
     np.testing.assert_array_equal(labels[clear], logits.argmax(-1)[clear])
@@ -113,9 +113,11 @@ def test_more_than_256_classes_keep_their_indices():
 
 def test_tiled_prediction_equals_whole_image(tiny_fcn8s):
     image = RNG.integers(0, 256, (150, 700, 3)).astype(np.uint8)
-    whole, p_whole = fcn.predict(image, tiny_fcn8s, probabilities=True)
+    whole, p_whole = fcn.predict(image, tiny_fcn8s, probabilities=True, precision="float32")
     budget = 150 * (64 + 2 * 256)  # forces tiles of 64-pixel cores with 256-pixel margins
-    tiled, p_tiled = fcn.predict(image, tiny_fcn8s, probabilities=True, max_pixels=budget)
+    tiled, p_tiled = fcn.predict(
+        image, tiny_fcn8s, probabilities=True, max_pixels=budget, precision="float32"
+    )
     assert p_whole.shape == (150, 700, 21)
     np.testing.assert_allclose(p_whole.sum(-1), 1.0, rtol=0, atol=sum_tolerance(21, 1.0))
     logits = np.asarray(tiny_fcn8s(image[None].astype("float32"), training=False)[0])

@@ -46,7 +46,7 @@ def test_tiled_logits_equal_whole_image():
     whole = np.asarray(model(image[None], training=False)[0])
     max_pixels = 32 * (544 + 2 * DEFAULT_MARGIN)  # a core of 544 px: 2 tiles along the width
     stitched = np.full_like(whole, np.nan)
-    pieces = list(predict_tiled(model, image, max_pixels))
+    pieces = list(predict_tiled(model, image, max_pixels, precision="float32"))
     assert len(pieces) == 2
     for (rows, cols), logits in pieces:
         stitched[rows, cols] = logits

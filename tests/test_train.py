@@ -52,7 +52,13 @@ def test_width_reduced_fcn8s_overfits_to_mean_iou_above_09(shapes, tmp_path):
     assert result.history[-1]["val_mean_iou"] >= 0.9
     assert result.best_checkpoint == tmp_path / "best.keras"
     best = keras.models.load_model(result.best_checkpoint)
-    assert fcn.evaluate(best, fcn.data.eval_dataset(shapes)).mean_iou >= 0.9
+    data = fcn.data.eval_dataset(shapes)
+    exact = fcn.evaluate(best, data, precision="float32")
+    assert exact.mean_iou >= 0.9
+    # a model that has learned: "auto" (bf16 where native) and bf16 within 0.1 point of fp32
+    for precision in ("auto", "bfloat16"):
+        result = fcn.evaluate(best, data, precision=precision)
+        assert abs(result.mean_iou - exact.mean_iou) <= 0.001, (precision, result, exact)
 
 
 @pytest.mark.parametrize("recipe", ["practical", "paper"])

@@ -23,7 +23,9 @@ import tensorflow as tf
 
 from fcn.data.decode import check_label, read_image
 from fcn.data.errors import DataError, data_errors_named
+from fcn.device import Precision
 from fcn.inference import budget
+from fcn.inference.precision import in_precision
 from fcn.inference.streamed import compiled_forward, streams
 from fcn.inference.tiling import DEFAULT_MARGIN, predict_tiled
 from fcn.metrics import ConfusionMatrix
@@ -83,6 +85,7 @@ def evaluate(
     max_pixels: int | None = None,
     margin: int = DEFAULT_MARGIN,
     class_names: tuple[str, ...] | None = None,
+    precision: Precision | None = "auto",
 ) -> EvaluationResult:
     """Score ``model`` on ``data`` at full resolution, as the reference FCN ``score.py`` does.
 
@@ -103,6 +106,9 @@ def evaluate(
             :mod:`fcn.inference.tiling`.
         class_names: C names for the report; default: the model's
             (:func:`fcn.model.class_names`).
+        precision: ``"auto"`` (bfloat16 where the hardware has it natively, else float32),
+            ``"float32"``, ``"bfloat16"``, or None: the model as it is
+            (:mod:`fcn.inference.precision`).
 
     Returns:
         An :class:`~fcn.results.EvaluationResult`: pixel accuracy, mean accuracy, mean IoU,
@@ -119,6 +125,7 @@ def evaluate(
     """
     num_classes = model.output_shape[-1]
     class_names = model_class_names(model) if class_names is None else class_names
+    model = in_precision(model, precision)
     matrix = ConfusionMatrix(num_classes)
     forward = compiled_forward(model, "labels")
     limits = budget.Budget.default(streams(model), max_pixels)
@@ -141,7 +148,7 @@ def evaluate(
                 yield image, label
                 continue
             for (rows, cols), predictions in predict_tiled(
-                model, image, limits.max_pixels, margin, "labels"
+                model, image, limits.max_pixels, margin, "labels", precision=None
             ):
                 count(label[rows, cols], predictions)
 
@@ -164,6 +171,8 @@ class EvaluationCallback(keras.callbacks.Callback):
     kept in :attr:`result`. With ``every > 1`` the other epochs have no ``val_*`` scores, and
     ``ModelCheckpoint(save_best_only=True)`` skips them with a warning. An epoch after which
     training stops (``model.stop_training``, e.g. non-finite weights) is not evaluated.
+    It evaluates the model in the precision it trains in (``precision=None`` unless
+    ``evaluate_kwargs`` say otherwise), so that no copy of it is made.
 
     Example:
         >>> import fcn
@@ -178,7 +187,7 @@ class EvaluationCallback(keras.callbacks.Callback):
     def __init__(self, data, every: int = 1, split: str = "val", **evaluate_kwargs):
         super().__init__()
         self.data, self.every, self.split = data, every, split
-        self.evaluate_kwargs = evaluate_kwargs
+        self.evaluate_kwargs = {"precision": None, **evaluate_kwargs}
         self.result: EvaluationResult | None = None
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:

@@ -31,6 +31,7 @@ converter would need more memory than is available is refused before it starts
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -41,11 +42,12 @@ from pathlib import Path
 from typing import Literal, get_args
 
 import keras
-import numpy as np
 import tensorflow as tf
 
-from fcn.device import OutOfMemoryError, available_host_memory
+from fcn.conv_gradients import native_convolutions
+from fcn.device import OutOfMemoryError, Precision, available_host_memory, resolve_precision
 from fcn.inference.model_files import load_model
+from fcn.inference.precision import in_precision
 from fcn.layers import ClassLabels
 
 INPUT_NAME = "image"
@@ -180,7 +182,7 @@ def _input_spec(format: str, size: tuple[int, int] | None) -> tf.TensorSpec:
 def _check_memory(model: keras.Model, format: str) -> None:
     """Refuse, before starting, an export whose converter would need more memory than is
     available (it would be killed, or make the machine swap, with nothing written)."""
-    weights = sum(math.prod(w.shape) * np.dtype(w.dtype).itemsize for w in model.weights)
+    weights = sum(math.prod(w.shape) * tf.as_dtype(w.dtype).size for w in model.weights)
     need = FORMATS[format].memory * weights
     available = available_host_memory()
     if available is not None and need > available:
@@ -210,6 +212,7 @@ def export_model(
     *,
     size: tuple[int, int] | None = None,
     output: Output = "labels",
+    precision: Precision = "float32",
 ) -> Path:
     """Write ``model`` as a SavedModel folder, a ``.tflite`` file or an ``.onnx`` file.
 
@@ -223,6 +226,10 @@ def export_model(
             ``litert``, optional elsewhere (default: any size).
         output: ``"labels"``: (N, H, W) class indices, uint8 up to 256 classes, else int32;
             ``"logits"``: (N, H, W, C) float32.
+        precision: ``"float32"`` (default: the file may run on any machine), ``"bfloat16"``
+            (the trunk's weights stored and run in bf16, :mod:`fcn.inference.precision`: half
+            the size; SavedModel only, LiteRT and ONNX Runtime have no bf16 convolutions on a
+            CPU) or ``"auto"`` (bfloat16 where this machine runs it natively).
 
     Returns:
         ``path``.
@@ -241,18 +248,28 @@ def export_model(
     path = Path(path)
     if FORMATS[format].suffix and path.suffix != FORMATS[format].suffix:
         raise ValueError(f"{path}: a {format} file's name must end in {FORMATS[format].suffix}")
+    if resolve_precision(precision) == "bfloat16" and format != "saved_model":
+        raise ValueError(
+            f"precision {precision!r} means bfloat16 here, which a {format} file cannot run "
+            "(no bf16 convolutions in its CPU runtime): export it with precision='float32', "
+            "or as format='saved_model'"
+        )
     if format == "onnx":
         try:
             import tf2onnx  # noqa: F401  (the converter)
         except ImportError as err:
             raise RuntimeError("ONNX export needs tf2onnx: pip install 'fcn-keras[onnx]'") from err
-    if not isinstance(model, keras.Model):
-        model = load_model(model)
+    if isinstance(model, keras.Model):
+        model = in_precision(model, precision)
+    else:
+        model = load_model(model, precision=precision)
     _check_memory(model, format)
     served = serving_model(model, output)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{path.name}.", dir=path.parent) as work:
         new = Path(work) / path.name
-        FORMATS[format].write(served, spec, new)
+        portable = native_convolutions() if format != "saved_model" else contextlib.nullcontext()
+        with portable:  # a SavedModel runs on TensorFlow: its fc6 as fast matrix products
+            FORMATS[format].write(served, spec, new)
         _replace(new, path)
     return path

@@ -24,7 +24,8 @@ import keras
 
 from fcn.caffe import convert_caffe
 from fcn.data.download import fetch
-from fcn.device import enable_memory_growth
+from fcn.device import Precision, enable_memory_growth, resolve_precision
+from fcn.inference.precision import in_precision
 from fcn.initialize import load_keras_in_place
 
 CAFFE_MODELS_URL = "http://dl.caffe.berkeleyvision.org/"
@@ -208,13 +209,18 @@ def default_model_path() -> Path:
     return known_model_path(DEFAULT_MODEL)
 
 
-def load_model(path: str | os.PathLike | None = None) -> keras.Model:
+def load_model(
+    path: str | os.PathLike | None = None, *, precision: Precision = "float32"
+) -> keras.Model:
     """Load a ``.keras`` FCN for inference: safe mode, checksum checked, every kernel written
     in place (:func:`fcn.initialize.load_keras_in_place`: no second copy of the weights).
 
     Args:
         path: a ``.keras`` file, the name of a :data:`KNOWN_MODELS` model (``"fcn8s-voc"``:
             downloaded and converted on first use), or None: :func:`default_model_path`.
+        precision: ``"float32"`` (the file's weights as they are), ``"bfloat16"`` or
+            ``"auto"`` (:mod:`fcn.inference.precision`): a model in another precision than
+            the file's is converted and the loaded one dropped, so its weights are held once.
 
     Example:
         >>> import fcn, tempfile
@@ -228,4 +234,5 @@ def load_model(path: str | os.PathLike | None = None) -> keras.Model:
         path = default_model_path()
     elif str(path) in KNOWN_MODELS:
         path = known_model_path(str(path))
-    return load_keras_in_place(_existing(path), safe_mode=True)
+    resolve_precision(precision)  # refused before anything is read
+    return in_precision(load_keras_in_place(_existing(path), safe_mode=True), precision)

@@ -20,8 +20,10 @@ from PIL import Image
 
 from fcn.data.decode import read_image
 from fcn.data.files import IMAGE_SUFFIXES
+from fcn.device import Precision
 from fcn.inference.budget import Budget
 from fcn.inference.model_files import load_model
+from fcn.inference.precision import in_precision
 from fcn.inference.streamed import streams
 from fcn.inference.tiling import DEFAULT_MARGIN, predict_tiled
 from fcn.layers import label_dtype
@@ -29,16 +31,16 @@ from fcn.layers import label_dtype
 ImageLike = str | os.PathLike | Image.Image | np.ndarray
 
 
-def _predict_one(model, image, probabilities, max_pixels, margin):
+def _predict_one(model, image, probabilities, max_pixels, margin):  # model: in its precision
     rgb = read_image(image)
     max_pixels = Budget.default(streams(model), max_pixels).max_pixels
     labels = np.empty(rgb.shape[:2], label_dtype(model.output_shape[-1]).as_numpy_dtype)
     if not probabilities:
-        for region, part in predict_tiled(model, rgb, max_pixels, margin, "labels"):
+        for region, part in predict_tiled(model, rgb, max_pixels, margin, "labels", None):
             labels[region] = part
         return labels
     probs = np.empty((*rgb.shape[:2], model.output_shape[-1]), np.float32)
-    for region, logits in predict_tiled(model, rgb, max_pixels, margin):
+    for region, logits in predict_tiled(model, rgb, max_pixels, margin, precision=None):
         labels[region] = logits.argmax(-1)
         shifted = np.exp(logits - logits.max(-1, keepdims=True))
         probs[region] = shifted / shifted.sum(-1, keepdims=True)
@@ -52,6 +54,7 @@ def predict(
     probabilities: bool = False,
     max_pixels: int | None = None,
     margin: int = DEFAULT_MARGIN,
+    precision: Precision = "auto",
 ):
     """Segment one image or a list of images.
 
@@ -64,6 +67,10 @@ def predict(
         max_pixels: most input pixels per forward pass; larger images run in tiles.
             Default: :meth:`fcn.inference.budget.Budget.default`.
         margin: tile context, pixels (see :mod:`fcn.inference.tiling`).
+        precision: ``"auto"`` (bfloat16 where the hardware has it natively, else float32),
+            ``"float32"`` or ``"bfloat16"`` (:mod:`fcn.inference.precision`). A model loaded
+            here is loaded in that precision; a Keras model given runs as a copy in it where
+            it computes in another (once per model, taking its weights at every call).
 
     Returns:
         The (H, W) label map (uint8; int32 above 256 classes) at the image's original
@@ -77,11 +84,17 @@ def predict(
         >>> labels.shape, labels.dtype, probs.shape, bool(np.allclose(probs.sum(-1), 1, atol=1e-4))
         ((50, 70), dtype('uint8'), (50, 70, 21), True)
     """
-    if not isinstance(model, keras.Model):
-        model = load_model(model)
+    model = _model_in(model, precision)
     if isinstance(image, list):
         return [_predict_one(model, i, probabilities, max_pixels, margin) for i in image]
     return _predict_one(model, image, probabilities, max_pixels, margin)
+
+
+def _model_in(model, precision: Precision) -> keras.Model:
+    """The Keras model of ``model`` (a model, a path, a name or None) in ``precision``."""
+    if isinstance(model, keras.Model):
+        return in_precision(model, precision)
+    return load_model(model, precision=precision)
 
 
 def list_images(folder: str | os.PathLike) -> list[Path]:
@@ -103,12 +116,14 @@ def predict_files(
     *,
     max_pixels: int | None = None,
     margin: int = DEFAULT_MARGIN,
+    precision: Precision = "auto",
 ) -> Iterator[tuple[Path, np.ndarray]]:
     """Yield ``(path, labels)`` for each file (or each image in a folder), one at a time.
 
     Memory holds one image and its label map whatever the number of files, so a folder of
     10,000 photos streams. A file that is not a readable image raises ValueError naming it;
-    the label maps already yielded are the caller's to keep.
+    the label maps already yielded are the caller's to keep. ``precision`` as in
+    :func:`predict`.
 
     Example:
         >>> import fcn, tempfile
@@ -119,7 +134,6 @@ def predict_files(
     """
     if isinstance(paths, (str, os.PathLike)) and Path(paths).is_dir():
         paths = list_images(paths)
-    if not isinstance(model, keras.Model):
-        model = load_model(model)
+    model = _model_in(model, precision)
     for path in paths:
         yield Path(path), _predict_one(model, path, False, max_pixels, margin)

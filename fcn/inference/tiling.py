@@ -21,7 +21,9 @@ from typing import NamedTuple
 import keras
 import numpy as np
 
+from fcn.device import Precision
 from fcn.inference.budget import fits_one_pass
+from fcn.inference.precision import in_precision
 from fcn.inference.streamed import Output, compiled_forward
 
 STRIDE = 32
@@ -104,6 +106,7 @@ def predict_tiled(
     max_pixels: int,
     margin: int = DEFAULT_MARGIN,
     output: Output = "logits",
+    precision: Precision | None = "auto",
 ) -> Iterator[tuple[tuple[slice, slice], np.ndarray]]:
     """Run ``model`` on one image tile by tile and yield ``(region, output)`` per tile.
 
@@ -114,6 +117,8 @@ def predict_tiled(
         margin: context around each kept part, pixels, a multiple of 32.
         output: ``"logits"`` or ``"labels"``, as in
             :func:`fcn.inference.streamed.compiled_forward`.
+        precision: ``"auto"``, ``"float32"`` or ``"bfloat16"``, or None for the model as it is
+            (:func:`fcn.inference.precision.in_precision`).
 
     Yields:
         ``region``, a (rows, cols) pair of slices of the image, and the output for that region:
@@ -128,7 +133,7 @@ def predict_tiled(
         >>> len(pieces), sum(logits.shape[0] * logits.shape[1] for _, logits in pieces)
         (12, 30000)
     """
-    forward = compiled_forward(model, output)
+    forward = compiled_forward(in_precision(model, precision), output)
     for tile in plan_tiles(image.shape[0], image.shape[1], max_pixels, margin):
         result = forward(image[None, tile.source[0], tile.source[1]])[0]
         yield tile.region, np.asarray(result[tile.keep[0], tile.keep[1]])
