@@ -5,6 +5,8 @@
 - :mod:`~fcn.inference.streamed`: exact FCN inference in bands of rows, following the
   :class:`fcn.model.Topology` that :mod:`fcn.model` publishes.
 - :mod:`~fcn.inference.tiling`: images above the budget in overlapping tiles.
+- :mod:`~fcn.inference.precision`: the model in the precision that runs (bf16 where the
+  hardware has it natively).
 - :mod:`~fcn.inference.model_files`: where the default model is, checksums, safe loading.
 - :mod:`~fcn.inference.evaluate` (``fcn.evaluate``) and :mod:`~fcn.inference.predict`
   (``fcn.predict``): the public calls built on the above.
