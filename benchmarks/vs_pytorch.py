@@ -13,10 +13,11 @@ build. Cells:
   ``fcn.evaluate``/``fcn.predict`` take: streamed); torch ``model.eval()`` under
   ``torch.inference_mode``.
 * precision ``fp32`` and ``bf16`` of the forward and train cells: torch under
-  ``torch.autocast("cpu", torch.bfloat16)``; fcn's forward with the model in bf16
-  (:func:`fcn.inference.precision.in_precision`, what ``precision="bfloat16"`` runs) and its
-  training under ``mixed_bfloat16``. PyTorch gets its fastest CPU layout: model and input
-  ``channels_last`` (since Dec 3; before, its default layout).
+  ``torch.autocast("cpu", torch.bfloat16)``; fcn's forward of a saved ``.keras`` FCN-8s from
+  ``fcn.load_model(path, precision=...)`` (bf16: what ``fcn.predict(image, path)`` runs on a
+  bf16 CPU, the weights read straight into bf16) and its training under ``mixed_bfloat16``.
+  PyTorch gets its fastest CPU layout: model and input ``channels_last`` (since Dec 3; before,
+  its default layout).
 * kernel sets: fcn's cells under oneDNN and under Eigen (``TF_ENABLE_ONEDNN_OPTS=1`` / ``0``;
   bf16 under oneDNN only: Eigen computes bf16 in float32). Each cell also reports the share of
   the CPU's peak it reaches (``peak_share``: the cell's FLOPs per second over cores x clock x
@@ -169,7 +170,6 @@ def fcn_cell(kind: str, size: int, batch: int, repeats: int, source: str, precis
 
     import fcn
     from fcn.device import training_memory_estimate
-    from fcn.inference.precision import in_precision
     from fcn.inference.streamed import compiled_forward
     from fcn.recipes import RECIPES
     from fcn.train import compile_for_training
@@ -179,12 +179,11 @@ def fcn_cell(kind: str, size: int, batch: int, repeats: int, source: str, precis
     start = time.perf_counter()
     if kind == "train" and precision == "bf16":
         keras.mixed_precision.set_global_policy("mixed_bfloat16")  # what fcn.train sets
+    bf16_forward = kind == "forward" and precision == "bf16"  # weights read into bf16: once
     if source.endswith(".keras"):
-        model = fcn.load_model(source)
+        model = fcn.load_model(source, precision="bfloat16" if bf16_forward else None)
     else:
         model = fcn.build_model("fcn8s", weights=source or None)
-    if kind == "forward" and precision == "bf16":  # precision="bfloat16": held once, in bf16
-        model = in_precision(model, "bfloat16")
     out.update(build_s=time.perf_counter() - start, built_mib=rss_mib()["VmRSS"],
                build_peak_mib=rss_mib()["VmHWM"],
                weights_mib=model.count_params() * 4 / 2**20)  # fmt: skip
@@ -285,8 +284,8 @@ def peak_flops() -> dict[str, float]:
     from fcn.device import _cpu_info, native_bf16
 
     with open("/proc/cpuinfo") as f:
-        info = dict(line.split(":", 1) for line in f if ":" in line)
-    vendor, mhz = info["vendor_id"].strip(), float(info["cpu MHz"])
+        info = {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in f if ":" in ln)}
+    vendor, mhz = info["vendor_id"], float(info["cpu MHz"])
     per_cycle = PEAK_FLOP_PER_CYCLE.get((vendor, native_bf16()))
     if per_cycle is None:
         fp32 = 64 if "avx512f" in _cpu_info()[1] else 32
@@ -354,7 +353,8 @@ def main() -> None:
             cells.append(("torch", kind, size, batch, geometry, precision, ""))
             for kernels in args.kernels:
                 if precision == "fp32" or kernels == "oneDNN":
-                    cells.append(("fcn", kind, size, batch, "", precision, kernels))
+                    source = str(saved) if kind == "forward" else ""  # load_model(precision=)
+                    cells.append(("fcn", kind, size, batch, source, precision, kernels))
     results: dict[tuple, list[dict]] = {}
     for round_ in range(args.rounds):
         for cell in cells:

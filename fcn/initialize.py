@@ -91,16 +91,17 @@ def write_slices(variable, read: Callable[[RowBlock], np.ndarray]) -> None:
         [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]
     """
     *lead, _, cols = variable.shape
+    dtype = tf.as_dtype(variable.dtype).as_numpy_dtype  # bfloat16 too (ml_dtypes)
     value = variable.value
     # under a tf.distribute strategy: one copy per device, each written alike
     copies = value.values if isinstance(value, tf.distribute.DistributedValues) else (value,)
     buffers = [_host_buffer(copy) for copy in copies]
     staged = None
     if any(buffer is None for buffer in buffers):
-        staged = np.empty(tuple(variable.shape), dtype=variable.dtype)
+        staged = np.empty(tuple(variable.shape), dtype=dtype)
     for block in row_blocks(tuple(variable.shape)):
         index, first, end = block
-        values = np.asarray(read(block), dtype=variable.dtype)
+        values = np.asarray(read(block), dtype=dtype)
         if values.shape != (end - first, cols):
             raise ValueError(f"{variable.path}: block {block} got values of shape {values.shape}")
         for buffer in (*buffers, staged):
@@ -251,14 +252,22 @@ def restore_initializers(model: keras.Model) -> list[str]:
     return names
 
 
-def load_keras_in_place(path: str | os.PathLike, *, safe_mode: bool = True) -> keras.Model:
+def load_keras_in_place(
+    path: str | os.PathLike,
+    *,
+    safe_mode: bool = True,
+    edit: Callable[[dict], None] | None = None,
+) -> keras.Model:
     """Load a ``.keras`` model file, every kernel written in place from the archive's weights
     file slice by slice (Keras' own loader draws every glorot kernel first and then reads each
     variable whole beside it).
 
     The config is Keras' (deserialised in ``safe_mode``) with its glorot-uniform kernels
     created :class:`Unwritten`; every variable of every layer is then read from the file,
-    which must hold them all, with the shapes of the config.
+    which must hold them all, with the shapes of the config. ``edit``, if given, changes the
+    model's config (the ``"config"`` of the file's ``config.json``) in place first:
+    :func:`fcn.inference.precision.set_precision` makes the model bf16 before any weight exists,
+    so each is read from the file straight into its bf16 variable.
 
     Raises:
         ValueError: not a ``.keras`` archive, or it lacks a layer's weights or holds another
@@ -276,6 +285,8 @@ def load_keras_in_place(path: str | os.PathLike, *, safe_mode: bool = True) -> k
     with zipfile.ZipFile(path) as archive:
         config = json.loads(archive.read("config.json"))
         _defer_glorot(config)
+        if edit is not None:
+            edit(config["config"])
         model = keras.saving.deserialize_keras_object(config, safe_mode=safe_mode)
         with archive.open("model.weights.h5") as stream, h5py.File(stream, "r") as f:
             stored = h5_layer_weights(f)
@@ -291,11 +302,21 @@ def load_keras_in_place(path: str | os.PathLike, *, safe_mode: bool = True) -> k
                     )
                 for variable, dataset in zip(layer.weights, datasets):
                     if len(variable.shape) >= 2:
-                        write_slices(variable, dataset_reader(dataset, tuple(variable.shape)))
+                        read = dataset_reader(dataset, tuple(variable.shape))
+                        write_slices(variable, lambda block, read=read, d=dataset: _stored(
+                            d, read(block)))  # fmt: skip
                     else:
-                        variable.assign(dataset[()])
+                        variable.assign(_stored(dataset, dataset[()]))
     restore_initializers(model)
     return model
+
+
+def _stored(dataset: h5py.Dataset, values: np.ndarray) -> np.ndarray:
+    """``values`` read from ``dataset`` as numbers: Keras stores bf16 weights as 2 raw bytes
+    each (h5py has no bf16) with the attribute ``dtype="bfloat16"``."""
+    if dataset.attrs.get("dtype") == "bfloat16":
+        return values.view(tf.bfloat16.as_numpy_dtype)
+    return values
 
 
 def _defer_glorot(config) -> None:

@@ -146,7 +146,16 @@ def topology_of(model: keras.Model) -> Topology | None:
         >>> topology_of(build_model("fcn8s_atonce", weights=None, width=1 / 16)).variant
         'fcn8s_atonce'
     """
-    names = {layer.name for layer in model.layers}
+    return topology_named({layer.name for layer in model.layers})
+
+
+def topology_named(names: set[str]) -> Topology | None:
+    """:func:`topology_of` for a model with layers of these ``names`` (built or not: a config).
+
+    Example:
+        >>> topology_named({"conv1_1", "score"}) is None
+        True
+    """
     matches = [topology(v) for v in VARIANTS if topology(v).layer_names() <= names]
     return max(matches, key=lambda t: len(t.layer_names()), default=None)
 

@@ -126,10 +126,19 @@ def test_bf16_labels_are_float32s_wherever_float32_is_clear_of_bf16_rounding(
 def test_load_model_converts_on_load_and_holds_the_weights_once(tiny_fcn8s, tmp_path):
     path = tmp_path / "tiny.keras"
     tiny_fcn8s.save(path)
-    model = fcn.load_model(path, precision="bfloat16")
+    model = fcn.load_model(path, precision="bfloat16")  # read straight into bf16 variables
     assert model_precision(model) == "bfloat16"
     assert "_fcn_precision" not in model.__dict__  # no float32 model behind it
+    copy = in_precision(tiny_fcn8s, "bfloat16")  # the same values as a copy's
+    for read, copied in zip(model.weights, copy.weights):
+        assert read.dtype == copied.dtype
+        np.testing.assert_array_equal(np.asarray(tf.cast(read, tf.float32)),
+                                      np.asarray(tf.cast(copied, tf.float32)))  # fmt: skip
     assert model_precision(fcn.load_model(path)) == "float32"  # the default: the file's own
+    bf16_path = tmp_path / "bf16.keras"
+    model.save(bf16_path)
+    assert model_precision(fcn.load_model(bf16_path)) == "bfloat16"
+    assert model_precision(fcn.load_model(bf16_path, precision="float32")) == "float32"
 
 
 def test_bf16_saved_model_is_half_the_size_and_litert_refuses_bf16(tiny_fcn8s, tmp_path):

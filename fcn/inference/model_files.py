@@ -25,7 +25,7 @@ import keras
 from fcn.caffe import convert_caffe
 from fcn.data.download import fetch
 from fcn.device import Precision, enable_memory_growth, resolve_precision
-from fcn.inference.precision import in_precision
+from fcn.inference.precision import set_precision
 from fcn.initialize import load_keras_in_place
 
 CAFFE_MODELS_URL = "http://dl.caffe.berkeleyvision.org/"
@@ -210,7 +210,7 @@ def default_model_path() -> Path:
 
 
 def load_model(
-    path: str | os.PathLike | None = None, *, precision: Precision = "float32"
+    path: str | os.PathLike | None = None, *, precision: Precision | None = None
 ) -> keras.Model:
     """Load a ``.keras`` FCN for inference: safe mode, checksum checked, every kernel written
     in place (:func:`fcn.initialize.load_keras_in_place`: no second copy of the weights).
@@ -218,9 +218,10 @@ def load_model(
     Args:
         path: a ``.keras`` file, the name of a :data:`KNOWN_MODELS` model (``"fcn8s-voc"``:
             downloaded and converted on first use), or None: :func:`default_model_path`.
-        precision: ``"float32"`` (the file's weights as they are), ``"bfloat16"`` or
-            ``"auto"`` (:mod:`fcn.inference.precision`): a model in another precision than
-            the file's is converted and the loaded one dropped, so its weights are held once.
+        precision: None (the model as the file has it), ``"float32"``, ``"bfloat16"`` or
+            ``"auto"`` (:mod:`fcn.inference.precision`): the model is built in that precision
+            and each weight read from the file into it, so no float32 copy of a bf16 model
+            ever exists.
 
     Example:
         >>> import fcn, tempfile
@@ -234,5 +235,9 @@ def load_model(
         path = default_model_path()
     elif str(path) in KNOWN_MODELS:
         path = known_model_path(str(path))
-    resolve_precision(precision)  # refused before anything is read
-    return in_precision(load_keras_in_place(_existing(path), safe_mode=True), precision)
+    if precision is None:
+        return load_keras_in_place(_existing(path), safe_mode=True)
+    dtype = resolve_precision(precision)  # refused before anything is read
+    return load_keras_in_place(
+        _existing(path), safe_mode=True, edit=lambda config: set_precision(config, dtype)
+    )

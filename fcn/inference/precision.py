@@ -13,7 +13,8 @@ is 99.98% of the FLOPs; its weights are held once, as bf16 (257 MiB for FCN-8s, 
 precision, else a copy of it in that precision. A copy is made once per model (cached on it,
 outside Keras' attribute tracking) and takes the model's current weights at every call, so a
 model that trains between evaluations is evaluated with its new weights. :func:`fcn.load_model`
-with ``precision=`` converts on load, so that only the bf16 weights stay.
+with ``precision=`` builds the model in that precision and reads each weight from the file into
+it (:func:`set_precision`): no float32 copy ever exists.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ import keras
 import tensorflow as tf
 
 from fcn.device import Precision, resolve_precision
-from fcn.model import topology_of
+from fcn.model import topology_named
 
 
-def trunk_layers(model: keras.Model) -> set[str]:
-    """Names of the layers that run in bfloat16 in a bfloat16 ``model``: its topology's chain
-    without the last (score) layer; every layer of a model that is not an FCN of
-    :func:`fcn.build_model` by its names.
+def trunk_layers(model: keras.Model | set[str]) -> set[str]:
+    """Names of the layers that run in bfloat16 in a bfloat16 ``model`` (or a model with layers
+    of these names): its topology's chain without the last (score) layer; every layer of a
+    model that is not an FCN of :func:`fcn.build_model` by its names.
 
     Example:
         >>> import fcn
@@ -36,10 +37,28 @@ def trunk_layers(model: keras.Model) -> set[str]:
         >>> "fc7" in trunk, "score_fr" in trunk, "score_pool4" in trunk, "upscore8" in trunk
         (True, False, False, False)
     """
-    found = topology_of(model)
-    if found is None:
-        return {layer.name for layer in model.layers}
-    return set(found.chain[:-1])
+    names = model if isinstance(model, set) else {layer.name for layer in model.layers}
+    found = topology_named(names)
+    return names if found is None else set(found.chain[:-1])
+
+
+def set_precision(config: dict, dtype: str) -> None:
+    """Make a functional model's config (``model.get_config()``) one of a model in ``dtype``
+    (``"float32"`` or ``"bfloat16"``), in place: the :func:`trunk_layers` in ``dtype``, every
+    other layer in float32.
+
+    Example:
+        >>> import fcn
+        >>> config = fcn.build_model("fcn8s", weights=None, width=1 / 16).get_config()
+        >>> set_precision(config, "bfloat16")
+        >>> model = keras.Model.from_config(config)
+        >>> [model.get_layer(name).dtype_policy.name for name in ("conv1_1", "score_fr")]
+        ['bfloat16', 'float32']
+    """
+    trunk = trunk_layers({layer["config"]["name"] for layer in config["layers"]})
+    for layer in config["layers"]:
+        if layer["class_name"] != "InputLayer":
+            layer["config"]["dtype"] = dtype if layer["config"]["name"] in trunk else "float32"
 
 
 def model_precision(model: keras.Model) -> str:
@@ -63,11 +82,8 @@ def model_precision(model: keras.Model) -> str:
 
 def _copy_in(model: keras.Model, dtype: str) -> keras.Model:
     """``model``'s architecture with the trunk in ``dtype`` and every other layer in float32."""
-    trunk = trunk_layers(model)
     config = model.get_config()
-    for layer in config["layers"]:
-        if layer["class_name"] != "InputLayer":
-            layer["config"]["dtype"] = dtype if layer["config"]["name"] in trunk else "float32"
+    set_precision(config, dtype)
     copy = type(model).from_config(config)
     for source, target in zip(model.weights, copy.weights):
         if source.shape != target.shape:  # the same config builds the same weights, in order
