@@ -17,11 +17,11 @@ on one 500x500 training image of the full FCN-8s (``benchmarks/README.md``, issu
 
 The forward pass is TensorFlow's own convolution, except for kernels of at least
 :data:`ROW_PRODUCT_KERNEL` rows without padding (fc6): those run as one matrix product per kernel
-row (:func:`row_products`). TensorFlow's convolution of fc6 on a 500x500 image took 0.71 s under
-oneDNN (fp32; 0.28 s bf16) and 0.38 s under Eigen on a 2-core AMD EPYC (avx512_bf16), where the
-row products take 0.31 s (0.17 s bf16) and 0.33 s: oneDNN's convolution reads the 392 MiB
-kernel into its own blocked layout on every call (``benchmarks/README.md``, issue 23). Every path
-computes the same sums (in another order: equal to float rounding).
+row (:func:`row_products`). TensorFlow's convolution of fc6 on a 500x500 image took 0.69 s under
+oneDNN (fp32) and 0.35 s under Eigen on a 2-core AMD EPYC (avx512_bf16), where the row products
+take 0.28 s and 0.31 s (``benchmarks/forward_profile.py --parts fc6``, ``benchmarks/README.md``,
+issue 23): oneDNN's convolution reads the 392 MiB kernel into its own blocked layout on every
+call. Every path computes the same sums (in another order: equal to float rounding).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import os
 import resource
 import warnings
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import keras
 import numpy as np
@@ -115,10 +115,10 @@ def native_bf16() -> str | None:
     return next((name for flag, name in BF16_CPU_FLAGS.items() if flag in flags), None)
 
 
-PRECISIONS = ("auto", "float32", "bfloat16")
-"""What ``precision=`` of :func:`fcn.predict`, :func:`fcn.evaluate` and export take."""
-
 Precision = Literal["auto", "float32", "bfloat16"]
+
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+"""What ``precision=`` of :func:`fcn.predict`, :func:`fcn.evaluate` and export take."""
 
 
 def bf16_runs_natively() -> bool:

@@ -7,7 +7,7 @@ float32. A bfloat16 FCN holds the VGG trunk (:attr:`Topology.chain <fcn.model.To
 to ``score_fr``: every convolution but the score layers) in bfloat16 variables that compute in
 bfloat16 with float32 accumulation inside each kernel; every score layer, the fusion and the
 upsampling keep float32 weights and sums, so the scores are compared in float32. The trunk
-is 99.98% of the FLOPs; its weights are held once, as bf16 (257 MiB for FCN-8s, not 513).
+holds nearly all of the FLOPs and weights.
 
 :func:`in_precision` gives the model to run: the model itself where it already computes in that
 precision, else a copy of it in that precision. A copy is made once per model (cached on it,
