@@ -70,9 +70,15 @@ AVX-512 on two 256-bit pipes, half of Intel's per cycle (measured here: 3x3 conv
 ESTIMATE = [("train", size, batch) for size in (320, 500) for batch in (1, 2, 4)]
 
 
-def torch_fcn8s(geometry: dict, num_classes: int = 21):
-    """pytorch-fcn's FCN8s (the staged net), from fcn's geometry (pad, blocks, crop offsets)."""
+def torch_fcn8s(
+    geometry: dict, num_classes: int = 21, channel_dropout: bool = True, dropout: float = 0.5
+):
+    """pytorch-fcn's FCN8s (the staged net), from fcn's geometry (pad, blocks, crop offsets);
+    ``channel_dropout``: pytorch-fcn's ``Dropout2d`` after fc6 and fc7, else element-wise
+    ``Dropout`` (fcn's). ``named_layers()`` maps fcn's layer names to the modules."""
     from torch import nn
+
+    drop = nn.Dropout2d if channel_dropout else nn.Dropout
 
     class FCN8s(nn.Module):
         def __init__(self):
@@ -87,8 +93,8 @@ def torch_fcn8s(geometry: dict, num_classes: int = 21):
                 blocks.append(nn.Sequential(*layers, nn.MaxPool2d(2, 2, ceil_mode=True)))
             self.blocks = nn.ModuleList(blocks)
             self.fc = nn.Sequential(
-                nn.Conv2d(512, 4096, 7), nn.ReLU(inplace=True), nn.Dropout2d(),
-                nn.Conv2d(4096, 4096, 1), nn.ReLU(inplace=True), nn.Dropout2d(),
+                nn.Conv2d(512, 4096, 7), nn.ReLU(inplace=True), drop(dropout),
+                nn.Conv2d(4096, 4096, 1), nn.ReLU(inplace=True), drop(dropout),
             )  # fmt: skip
             self.score_fr = nn.Conv2d(4096, num_classes, 1)
             self.score_pool4 = nn.Conv2d(512, num_classes, 1)
@@ -97,13 +103,25 @@ def torch_fcn8s(geometry: dict, num_classes: int = 21):
             for name, (k, s) in up.items():
                 setattr(self, name, nn.ConvTranspose2d(num_classes, num_classes, k, s, bias=False))
 
-        def forward(self, x):
+        def named_layers(self) -> dict:
+            convs = {f"conv{b + 1}_{i + 1}": block[2 * i]
+                     for b, block in enumerate(self.blocks) for i in range(len(block) // 2)}
+            names = ("score_fr", "score_pool4", "score_pool3", "upscore2", "upscore_pool4",
+                     "upscore8")  # fmt: skip
+            return {**convs, "fc6": self.fc[0], "fc7": self.fc[3],
+                    **{name: getattr(self, name) for name in names}}  # fmt: skip
+
+        def features(self, x):  # (fc7, [pool1, ..., pool5])
             pools, h = [], x
             for block in self.blocks:
                 h = block(h)
                 pools.append(h)
+            return self.fc(h), pools
+
+        def forward(self, x):
+            h, pools = self.features(x)
             offsets = geometry["offsets"]
-            h = self.upscore2(self.score_fr(self.fc(h)))
+            h = self.upscore2(self.score_fr(h))
             for pool, score, up, crop in (
                 (pools[3], self.score_pool4, self.upscore_pool4, "score_pool4c"),
                 (pools[2], self.score_pool3, self.upscore8, "score_pool3c"),

@@ -154,9 +154,11 @@ def _option(field: dataclasses.Field) -> dict[str, Any]:
         option["action"] = "store_true" if field.default is False else BooleanOptionalAction
         return option
     parse = next((t for t in (int, float) if t in members), str)
+    choices = field.metadata.get("choices")
     if type(None) in members and field.default is not None:
         parse = _or_none(parse)
-    return {**option, "type": parse, "choices": field.metadata.get("choices")}
+        choices = choices and (*choices, None)  # "none" is one of them (--mixed-precision none)
+    return {**option, "type": parse, "choices": choices}
 
 
 def _or_none(parse: Callable[[str], Any]) -> Callable[[str], Any]:

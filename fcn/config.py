@@ -16,6 +16,7 @@ from fcn.checkpoint import BEST_FILE, LOG_FILE, STATE_FILE
 from fcn.classes import IGNORE_LABEL, NUM_CLASSES
 from fcn.model import VARIANTS
 from fcn.recipes import RECIPES
+from fcn.vgg16 import VGG_BLOCKS
 
 MIXED_PRECISION_POLICIES: tuple[str, ...] = ("auto", "mixed_float16", "mixed_bfloat16")
 """The Keras mixed-precision policies :func:`fcn.train` accepts (logits stay float32)."""
@@ -114,6 +115,13 @@ class TrainConfig:
         default=None,
         metadata={"help": "random rescaling by 0.5-2x before cropping (default: the recipe's)"},
     )
+    frozen_blocks: int | None = field(
+        default=None,
+        metadata={"resume": "fixed",
+                  "help": "the first VGG blocks (0-5) whose convolutions stay as initialised: "
+                  "not trained, and no backward pass through them (default: the recipe's; "
+                  "only with pretrained weights)"},
+    )  # fmt: skip
     accumulate: int = field(
         default=1,
         metadata={"resume": "fixed",
@@ -121,12 +129,12 @@ class TrainConfig:
                   "effective batch of accumulate x batch_size in the memory of one"},
     )  # fmt: skip
     mixed_precision: str | None = field(
-        default=None,
+        default="auto",
         metadata={"resume": "fixed",
-                  "help": "Keras mixed-precision policy (logits stay float32; default: "
-                  "float32 throughout); auto: mixed_bfloat16 where the hardware runs bf16 "
-                  "natively (AMX or AVX512-BF16 under oneDNN, a bf16 GPU), else float32, "
-                  "decided when training starts and recorded as decided",
+                  "help": "Keras mixed-precision policy (logits stay float32), or none: "
+                  "float32 throughout; auto (the default): mixed_bfloat16 where the hardware "
+                  "runs bf16 natively (AMX or AVX512-BF16 under oneDNN, a bf16 GPU), else "
+                  "float32, decided when training starts and recorded as decided",
                   "choices": MIXED_PRECISION_POLICIES},
     )  # fmt: skip
     resume: bool = field(
@@ -234,7 +242,7 @@ CALL_ONLY: tuple[str, ...] = ("run_dir", "resume", "verbose")
 
 INTEGERS = frozenset(
     {"epochs", "steps_per_epoch", "crop_size", "batch_size", "accumulate", "num_classes",
-     "val_every", "val_max_pixels"}
+     "val_every", "val_max_pixels", "frozen_blocks"}
 )  # fmt: skip
 LIMITS: dict[str, tuple[float, float, str]] = {
     "width": (1e-9, float("inf"), "a positive channel multiplier of the paper's net"),
@@ -247,6 +255,7 @@ LIMITS: dict[str, tuple[float, float, str]] = {
     "batch_size": (1, 2**20, "a whole number >= 1"),
     "learning_rate": (1e-300, float("inf"), "a positive number"),
     "accumulate": (1, 2**20, "a whole number >= 1"),
+    "frozen_blocks": (0, len(VGG_BLOCKS), f"a whole number of VGG blocks in 0..{len(VGG_BLOCKS)}"),
     "val_every": (1, 2**31, "a whole number >= 1"),
     "val_max_pixels": (1, 2**40, "a whole number >= 1"),
 }  # fmt: skip

@@ -243,6 +243,9 @@ class Recipe:
             keeps the rate fixed.
         augment: random scale 0.5-2 before cropping (only with crops; the crop position and
             the horizontal flip are random either way).
+        frozen_blocks: the first VGG blocks (0-5) whose convolutions are not trained (no
+            gradient, no update, and no backward pass through them); only with a pretrained
+            body.
 
     Example:
         >>> RECIPES["practical"].crop_size, RECIPES["paper"].crop_size
@@ -257,6 +260,7 @@ class Recipe:
     momentum: float
     poly_power: float | None
     augment: bool
+    frozen_blocks: int = 0
 
     def optimizer(
         self,
@@ -283,8 +287,8 @@ class Recipe:
 
 RECIPES: dict[str, Recipe] = {
     "practical": Recipe(
-        crop_size=320, batch_size=8, learning_rate=1e-4, momentum=0.9, poly_power=0.9,
-        augment=True,
+        crop_size=320, batch_size=8, learning_rate=1e-3, momentum=0.9, poly_power=0.9,
+        augment=True, frozen_blocks=4,
     ),
     "paper": Recipe(
         crop_size=None, batch_size=1, learning_rate=1e-10 * PAPER_PIXELS_PER_IMAGE,

@@ -41,6 +41,7 @@ from fcn.device import (
 from fcn.inference.model_files import load_model
 from fcn.model import build_model
 from fcn.recipes import RECIPES, Recipe, segmentation_loss, skip_kernel_lr_mults, update_order
+from fcn.vgg16 import VGG_BLOCKS, conv_name
 
 if TYPE_CHECKING:
     from fcn.data import SegmentationFiles
@@ -143,7 +144,8 @@ def compile_for_training(
 ) -> keras.Model:
     """Compile ``model`` as :func:`train` does: ``recipe``'s :class:`~fcn.recipes.CaffeSGD`
     over ``total_batches`` batches, with the model's :func:`~fcn.recipes.skip_kernel_lr_mults`
-    if its VGG body is ``pretrained`` (ImageNet; see :mod:`fcn.recipes` for why only then), and
+    and ``recipe.frozen_blocks`` (those blocks' convolutions made non-trainable) if its VGG body
+    is ``pretrained`` (ImageNet; see :mod:`fcn.recipes` for why only then), and
     :func:`~fcn.recipes.segmentation_loss`. The optimizer is built at once, so a checkpoint
     saved before the first step holds its state too.
 
@@ -154,6 +156,9 @@ def compile_for_training(
         0.9
     """
     mults = skip_kernel_lr_mults(model) if pretrained else {}
+    for block in range(1, (recipe.frozen_blocks if pretrained else 0) + 1):
+        for index in range(1, VGG_BLOCKS[block - 1][0] + 1):
+            model.get_layer(conv_name(block, index)).trainable = False
     optimizer = recipe.optimizer(total_batches, accumulate, mults)
     model.compile(optimizer=optimizer, loss=segmentation_loss())
     model.optimizer.build(model.trainable_variables)
@@ -228,6 +233,13 @@ def train(
     if config is not None and config.mixed_precision == "auto":
         config = dataclasses.replace(config, mixed_precision=auto_mixed_precision())
     requested = _configure(config or TrainConfig(), overrides)
+    if requested.mixed_precision == "auto":  # the default
+        requested = dataclasses.replace(requested, mixed_precision=auto_mixed_precision())
+    if requested.frozen_blocks and requested.weights is None:
+        raise ValueError(
+            f"frozen_blocks={requested.frozen_blocks} keeps VGG blocks as initialised, but "
+            "weights=None initialises them at random: pass pretrained weights, or frozen_blocks=0"
+        )
     run_dir = Path(requested.run_dir or Path("runs", requested.variant))
     strategy = strategy or choose_strategy()
     chief, multi_worker = loop.is_chief(strategy), loop.cluster_size() > 1
@@ -358,6 +370,7 @@ def _recipe(config: TrainConfig) -> Recipe:
     overrides = {
         "crop_size": config.crop_size, "batch_size": config.batch_size,
         "learning_rate": config.learning_rate, "augment": config.augment,
+        "frozen_blocks": config.frozen_blocks,
     }  # fmt: skip
     return dataclasses.replace(
         RECIPES[config.recipe], **{k: v for k, v in overrides.items() if v is not None}

@@ -41,8 +41,10 @@ GLOBAL_BATCH = 2
 SETTINGS = {
     "weights": None, "width": 1 / 16, "num_classes": 3, "dropout": 0.0, "crop_size": 64,
     "batch_size": GLOBAL_BATCH, "learning_rate": 0.01, "augment": False, "seed": 0,
+    "mixed_precision": None,
 }  # fmt: skip
-"""Deterministic steps (no dropout, no scaling; crops and flips seeded per input pipeline)."""
+"""Deterministic steps (no dropout, no scaling; crops and flips seeded per input pipeline), in
+float32: the comparisons' tolerances are float32's (a bf16 CPU would train in bf16 by default)."""
 
 
 class Losses(keras.callbacks.Callback):

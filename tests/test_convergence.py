@@ -1,4 +1,4 @@
-"""fcn.train's default recipe converges from the real ImageNet VGG16 weights on real VOC images.
+"""fcn.train's defaults learn object classes from the real ImageNet VGG16 weights, real images.
 
 Uses the real ImageNet VGG16 convolution weights of ``shared/vgg16_imagenet_notop/`` beside the
 checkout (provenance in its README; 57 MB, not part of the package) or ``FCN_VGG16_WEIGHTS``.
@@ -6,19 +6,17 @@ checkout (provenance in its README; 57 MB, not part of the package) or ``FCN_VGG
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
+from PIL import Image
 
 import fcn
-from fcn.data import sample_voc_root, voc_pairs
-from fcn.recipes import RECIPES
-from fcn.train import compile_for_training, input_fn
+from fcn.classes import IGNORE_LABEL
+from fcn.data import SegmentationFiles, read_image, sample_voc_root, voc_ids
 
 WEIGHTS = Path(
     os.environ.get(
@@ -29,7 +27,7 @@ WEIGHTS = Path(
 )
 CHANCE = float(np.log(21))
 """The loss of the zero-initialised score layers: uniform over 21 classes."""
-STEPS = 16
+STEPS = 20
 
 
 class BatchLosses(keras.callbacks.Callback):
@@ -48,27 +46,46 @@ class BatchLosses(keras.callbacks.Callback):
         return np.diff(running, prepend=0.0)
 
 
+def half_labelled(root: Path, folder: Path) -> tuple[SegmentationFiles, list]:
+    """The sample's 12 training pairs with the right half of every label made void (255), to
+    train on, and the right halves alone (the left half void) with their images, to score:
+    pixels whose labels training never sees."""
+    folder.mkdir(parents=True)
+    images, labels, scored = [], [], []
+    for name in voc_ids(root, "train"):
+        source = Image.open(root / "SegmentationClass" / f"{name}.png")
+        label = np.array(source)
+        half = label.shape[1] // 2
+        seen, unseen = label.copy(), label.copy()
+        seen[:, half:], unseen[:, :half] = IGNORE_LABEL, IGNORE_LABEL
+        written = Image.fromarray(seen, "P")
+        written.putpalette(source.getpalette())
+        written.save(folder / f"{name}.png")
+        images.append(root / "JPEGImages" / f"{name}.jpg")
+        labels.append(folder / f"{name}.png")
+        scored.append((read_image(images[-1]), unseen))
+    return SegmentationFiles.from_lists(images, labels), scored
+
+
 @pytest.mark.skipif(not WEIGHTS.exists(), reason=f"no real VGG16 weights at {WEIGHTS}")
-def test_default_recipe_converges_from_real_imagenet_weights():
-    """The full FCN-8s from the real weights, compiled and fed exactly as ``fcn.train`` does
-    (its default recipe, :func:`fcn.train.compile_for_training`, :func:`fcn.train.input_fn`)
-    but for the crop (64, for time) and the batch (2), on the 12 real training images, without
-    the run directory's checkpoints (1.6 GB each: seconds of disk): every step's loss is
-    finite, none rises far above chance, and the last 8 average well below it. With the
-    defaults before the skip-layer rates (lr 1e-3): loss 2,308 at step 2, NaN from step 6; lr
-    1e-4 alone: 230-940 in the first ten steps, then the majority class (2.8). Measured: last 8
-    steps 1.89 (oneDNN and Eigen)."""
-    recipe = dataclasses.replace(RECIPES["practical"], crop_size=64, batch_size=2)
-    with pytest.warns(UserWarning, match="no fully connected layers"):  # fc6/fc7 start random
-        model = fcn.build_model("fcn8s", weights=str(WEIGHTS))
-    compile_for_training(model, recipe, total_batches=STEPS)
-    files = voc_pairs(sample_voc_root(), "train")
-    data = input_fn(files, recipe, seed=0)(tf.distribute.InputContext())
+def test_default_recipe_learns_objects_on_pixels_it_never_saw_labelled(tmp_path):
+    """``fcn.train``'s defaults (the practical recipe, its precision for this CPU) from the real
+    weights, for 20 steps of 224x224 crops (for time) on the 12 real sample images with the
+    right half of every label void: on those right halves, at least one object class reaches
+    an IoU above 0.2. A model that has learned only the class prior labels every pixel
+    background (object IoU 0); it takes recognising the objects' appearance. Measured at 18
+    steps (oneDNN, bf16): bus 0.34, cat 0.35, the other objects below 0.03; at 12 steps
+    still background only. Losses finite and never far above chance on the way."""
+    files, scored = half_labelled(sample_voc_root(), tmp_path / "labels")
     recorder = BatchLosses()
-    model.fit(data, steps_per_epoch=STEPS, callbacks=[recorder], verbose=0, shuffle=False)
+    with pytest.warns(UserWarning, match="no fully connected layers"):  # fc6/fc7 start random
+        result = fcn.train(
+            train_files=files, val_files=(), weights=str(WEIGHTS), run_dir=tmp_path / "run",
+            epochs=1, steps_per_epoch=STEPS, crop_size=224, callbacks=[recorder], verbose=0,
+        )  # fmt: skip
     losses = recorder.losses
     assert len(losses) == STEPS and np.isfinite(losses).all(), losses
     assert losses.max() < 1.5 * CHANCE, losses  # no blow-up on the way
-    assert losses[-8:].mean() < 0.8 * CHANCE, losses
-    assert model.count_params() == 134_489_759
-    assert model.get_layer("score_fr").get_weights()[0].any()  # moved off its zero init
+    held_out = fcn.evaluate(result.model, scored, precision=None).class_iou
+    objects = {name: iou for name, iou in list(held_out.items())[1:] if iou == iou}
+    assert max(objects.values()) > 0.2, held_out

@@ -108,6 +108,38 @@ def test_skip_rates_train_a_staged_fcn8s_exactly_as_the_atonce_scaling():
                       sum_tolerance(labels.size, np.abs(trained).max()), pool)  # fmt: skip
 
 
+@pytest.mark.parametrize("frozen", [0, 2, 5])
+def test_frozen_blocks_keep_their_weights_and_the_rest_trains(frozen):
+    """A pretrained body with ``frozen_blocks=k``: after a step, every conv of blocks 1..k holds
+    its initial values exactly and every other trained layer has moved; a random body
+    (``pretrained=False``) freezes nothing."""
+    model = randomize(fcn.build_model("fcn8s", 3, None, width=1 / 16, dropout=0.0), seed=3)
+    before = {layer.name: [w.numpy() for w in layer.weights] for layer in model.layers}
+    recipe = dataclasses.replace(RECIPES["practical"], learning_rate=0.01, frozen_blocks=frozen)
+    compile_for_training(model, recipe, total_batches=2)
+    rng = np.random.default_rng(3)
+    images = rng.integers(0, 256, (2, 64, 64, 3)).astype(np.uint8)
+    labels = rng.integers(0, 3, (2, 64, 64)).astype(np.uint8)
+    model.fit(images, labels, batch_size=2, verbose=0)
+    frozen_names = {f"conv{b}_{i}" for b in range(1, frozen + 1) for i in range(1, 4)}
+    for layer in model.layers:
+        if not layer.weights or layer.name.startswith("upscore"):
+            continue
+        same = all(np.array_equal(w.numpy(), b) for w, b in zip(layer.weights, before[layer.name]))
+        assert same == (layer.name in frozen_names), layer.name
+        assert layer.trainable == (layer.name not in frozen_names), layer.name
+    unfrozen = fcn.build_model("fcn8s", 3, None, width=1 / 16)
+    compile_for_training(unfrozen, recipe, total_batches=2, pretrained=False)
+    assert all(layer.trainable for layer in unfrozen.layers if layer.name.startswith("conv"))
+
+
+def test_frozen_blocks_without_pretrained_weights_is_refused(shapes, tmp_path):
+    with pytest.raises(ValueError, match="frozen_blocks=2 .*weights=None"):
+        fcn.train(train_files=shapes, val_files=(), run_dir=tmp_path, frozen_blocks=2,
+                  epochs=1, **TINY_RUN)  # fmt: skip
+    assert not any(tmp_path.iterdir())  # refused before anything was written
+
+
 def test_caffe_sgd_doubles_bias_rate_and_decays_kernels_only():
     kernel = keras.Variable(np.full((2, 2), 2.0, np.float32))
     bias = keras.Variable(np.full((2,), 2.0, np.float32))

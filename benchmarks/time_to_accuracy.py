@@ -1,0 +1,335 @@
+"""Time to accuracy from the ImageNet VGG16 conv weights: ``fcn.train`` beside PyTorch, one run.
+
+Both frameworks train the full FCN-8s from the same initial weights (the real ImageNet VGG16
+conv weights of ``../shared/vgg16_imagenet_notop``; fc6/fc7 drawn by fcn's seeded glorot and
+copied into PyTorch; score layers zero; bilinear upsampling frozen) on the same crops, in the
+same order (the PyTorch worker reads ``fcn.train``'s own input pipeline, same seed), and score
+the same held-out images at full resolution with the same confusion matrix
+(:class:`fcn.metrics.ConfusionMatrix`, ``score.py``'s mean IoU) every ``--every`` minutes of
+training time, until ``--minutes``. Evaluation time is not counted; everything else is, from the
+call that builds the model (for fcn: ``fcn.train`` itself, with its epoch checkpoints).
+
+Data: the 148 real VOC 2012 training pairs of ``../shared/voc_train148`` (none in VOC's val
+list). Every ``HOLDOUT_STRIDE``-th id in sorted order is held out (:func:`split`, 30 ids, printed
+in the JSON); the other 118 train. Nothing is tuned on data reported here other than this
+hold-out, which is the benchmark's own: the default recipe was chosen with it (see
+``benchmarks/README.md``), so the figures are a development score, not a test score.
+
+* ``fcn``: ``fcn.train`` with its defaults (``--set key=value`` overrides TrainConfig fields,
+  for recipe screens), ``val_files=()``, seed 0; the model evaluated as trained
+  (``fcn.evaluate(..., precision=None)``).
+* ``torch``: the FCN8s of ``benchmarks/vs_pytorch.py`` (element-wise dropout, as fcn's) with
+  ``fcn.train``'s recipe in PyTorch: SGD with momentum, Caffe's coupled weight decay 5e-4 on
+  kernels, biases at twice the rate without decay, the skip layers' gradient factors
+  (:func:`fcn.recipes.skip_kernel_lr_mults`), the same schedule over the same number of steps,
+  the loss averaged over labelled pixels; ``channels_last`` and, where the training precision is
+  bf16, ``torch.autocast("cpu", torch.bfloat16)`` (decided by fcn's
+  :func:`fcn.device.auto_mixed_precision` unless ``--set mixed_precision=...`` says).
+
+Writes ``--json`` (every point: minutes, images seen, steps, loss, mean IoU, per-class IoU) and
+``--figure`` (hold-out mean IoU against training minutes and against images seen).
+
+    python benchmarks/time_to_accuracy.py --minutes 30                  # fcn, then PyTorch
+    python benchmarks/time_to_accuracy.py --minutes 8 --every 4 --frameworks fcn \\
+        --set batch_size=2 --label "batch 2"                            # a recipe screen
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from convergence import WEIGHTS, LossRecorder
+from vs_pytorch import torch_fcn8s
+
+VOC148 = Path(__file__).resolve().parents[2] / "shared/voc_train148"
+HOLDOUT_STRIDE = 5
+"""Every 5th id (sorted) is held out: 30 of the 148."""
+
+
+def split(root: str | os.PathLike) -> tuple[list[str], list[str]]:
+    """(training ids, held-out ids) of ``root``'s train list: every :data:`HOLDOUT_STRIDE`-th
+    sorted id held out, starting from the first."""
+    from fcn.data import voc_ids
+
+    ids = sorted(voc_ids(root, "train"))
+    holdout = ids[::HOLDOUT_STRIDE]
+    return [i for i in ids if i not in set(holdout)], holdout
+
+
+class Clock:
+    """Training time (seconds, evaluation excluded) and the evaluation points: ``due()`` says
+    when the next point is reached, ``record(evaluate)`` runs an evaluation off the clock."""
+
+    def __init__(self, minutes: float, every: float):
+        self.budget, self.every = minutes * 60, every * 60
+        self.start, self.paused, self.next = time.perf_counter(), 0.0, self.every
+        self.points: list[dict] = []
+
+    def seconds(self) -> float:
+        return time.perf_counter() - self.start - self.paused
+
+    def due(self) -> bool:
+        return self.seconds() >= min(self.next, self.budget)
+
+    def done(self) -> bool:
+        return self.seconds() >= self.budget
+
+    def record(self, evaluate, **fields) -> None:
+        minutes = self.seconds() / 60
+        began = time.perf_counter()
+        scores = evaluate()
+        self.paused += time.perf_counter() - began
+        self.next += self.every
+        point = {"minutes": minutes, **fields, **scores,
+                 "eval_s": time.perf_counter() - began}  # fmt: skip
+        self.points.append(point)
+        print(json.dumps(point), file=sys.stderr, flush=True)
+
+
+def scores_of(matrix, class_names) -> dict:
+    """Mean IoU, per-class IoU (NaN as None) and object classes above 0.2 of a confusion matrix."""
+    scores = matrix.scores()
+    iou = {name: (None if v != v else round(v, 4)) for name, v in zip(class_names, scores.iou)}
+    above = sum(1 for name, v in list(iou.items())[1:] if v is not None and v > 0.2)
+    return {"mean_iou": scores.mean_iou, "objects_above_0.2": above, "class_iou": iou}
+
+
+def _overrides(pairs: list[str]) -> dict:
+    """``--set`` ``key=value`` pairs: Python literals (``2``, ``1e-3``, ``None``) or strings."""
+    out = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
+
+
+def fcn_worker(args) -> dict:
+    import keras
+
+    import fcn
+    from fcn.classes import VOC_CLASSES
+    from fcn.data import eval_dataset, voc_pairs
+
+    train_ids, holdout_ids = split(args.voc)
+    files, holdout = voc_pairs(args.voc, train_ids), voc_pairs(args.voc, holdout_ids)
+    clock = Clock(args.minutes, args.every)
+
+    class Points(LossRecorder):
+        def on_train_batch_end(self, batch, logs=None):
+            super().on_train_batch_end(batch, logs)
+            steps = len(self.values)
+            if clock.due():
+                clock.record(self.evaluate, steps=steps, images=steps * self.batch,
+                             loss=sum(self.values[-20:]) / len(self.values[-20:]),
+                             max_loss=max(self.values))  # fmt: skip
+            if clock.done():
+                self.model.stop_training = True
+
+        def evaluate(self):
+            result = fcn.evaluate(self.model, eval_dataset(holdout), precision=None)
+            return scores_of(result.matrix, VOC_CLASSES)
+
+    points = Points()
+    overrides = _overrides(args.set)
+    points.batch = overrides.get("batch_size") or fcn.recipes.RECIPES["practical"].batch_size
+    keras.utils.set_random_seed(0)
+    result = fcn.train(
+        train_files=files, val_files=(), weights=args.weights, seed=0, verbose=0,
+        run_dir=tempfile.mkdtemp(prefix="fcn-tta-"), callbacks=[points], **overrides,
+    )  # fmt: skip
+    settings = json.loads((result.run_dir / "state.json").read_text())["settings"]
+    return {"framework": "fcn", "settings": settings, "points": clock.points,
+            "failure": result.failure}  # fmt: skip
+
+
+def torch_worker(args) -> dict:
+    import keras
+    import numpy as np
+    import tensorflow as tf
+    import torch
+
+    import fcn
+    from fcn.classes import IGNORE_LABEL, VOC_CLASSES
+    from fcn.config import TrainConfig
+    from fcn.data import eval_dataset, voc_pairs
+    from fcn.device import auto_mixed_precision
+    from fcn.metrics import ConfusionMatrix
+    from fcn.model import CROP_OFFSETS, INPUT_PAD
+    from fcn.preprocessing import MEAN_BGR
+    from fcn.recipes import skip_kernel_lr_mults
+    from fcn.train import _recipe, input_fn
+    from fcn.vgg16 import VGG_BLOCKS
+
+    torch.set_num_threads(os.cpu_count())
+    clock = Clock(args.minutes, args.every)
+    overrides = _overrides(args.set)
+    config = TrainConfig(**{k: v for k, v in overrides.items()})
+    precision = config.mixed_precision
+    precision = auto_mixed_precision() if precision == "auto" else precision
+    bf16 = precision == "mixed_bfloat16"
+    recipe = _recipe(config)
+    train_ids, holdout_ids = split(args.voc)
+    files, holdout = voc_pairs(args.voc, train_ids), voc_pairs(args.voc, holdout_ids)
+
+    keras.utils.set_random_seed(0)  # fcn.train's initial weights, copied
+    source = fcn.build_model("fcn8s", weights=args.weights, dropout=config.dropout)
+    geometry = {"pad": INPUT_PAD, "blocks": VGG_BLOCKS, "offsets": CROP_OFFSETS["fcn8s"]}
+    model = torch_fcn8s(geometry, channel_dropout=False, dropout=config.dropout)
+    modules = model.named_layers()
+    with torch.no_grad():
+        for name, module in modules.items():
+            layer = source.get_layer(name)
+            kernel = np.asarray(layer.kernel).transpose(3, 2, 0, 1)  # HWIO/HWOI -> OIHW/IOHW
+            module.weight.copy_(torch.from_numpy(np.ascontiguousarray(kernel)))
+            module.weight.requires_grad_(layer.trainable)
+            if module.bias is not None:
+                module.bias.copy_(torch.from_numpy(np.asarray(layer.bias)))
+    check = np.random.default_rng(0).uniform(0, 255, (1, 96, 96, 3)).astype("float32")
+    fc7 = keras.Model(source.input, source.get_layer("fc7").output)  # the score layers are 0
+    expected = np.asarray(fc7(check)).transpose(0, 3, 1, 2)
+    mults = skip_kernel_lr_mults(source)
+    del source
+    mean = torch.tensor(MEAN_BGR).view(1, 3, 1, 1)
+
+    def to_input(images: np.ndarray) -> torch.Tensor:  # RGB 0..255 NHWC -> Caffe BGR NCHW
+        x = torch.from_numpy(np.ascontiguousarray(images[..., ::-1])).float().permute(0, 3, 1, 2)
+        return (x - mean).contiguous(memory_format=torch.channels_last)
+
+    model = model.to(memory_format=torch.channels_last).eval()
+    with torch.no_grad():  # the same net: fc7 agrees to float32 rounding
+        got = model.features(to_input(check))[0].numpy()
+    agreement = float(np.abs(got - expected).max() / np.abs(expected).max())
+    groups = []
+    for name, module in modules.items():
+        if not module.weight.requires_grad:
+            continue
+        mult = mults.get(name, 1.0)
+        if mult != 1.0:  # Caffe's factor on the loss gradient, not on the decay
+            module.weight.register_hook(lambda g, m=mult: g * m)
+        groups.append({"params": [module.weight], "weight_decay": 5e-4, "lr_mult": 1.0})
+        if module.bias is not None:
+            groups.append({"params": [module.bias], "weight_decay": 0.0, "lr_mult": 2.0})
+    total = config.epochs * (config.steps_per_epoch or len(files) // recipe.batch_size)
+    for group in groups:
+        group["lr"] = recipe.learning_rate * group["lr_mult"]
+    optimizer = torch.optim.SGD(groups, lr=recipe.learning_rate, momentum=recipe.momentum)
+    power = recipe.poly_power or 0.0
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: max(0.0, 1 - step / total) ** power
+    )
+    loss_fn = torch.nn.CrossEntropyLoss(ignore_index=IGNORE_LABEL)
+    autocast = torch.autocast("cpu", torch.bfloat16, enabled=bf16)
+    holdout_data = eval_dataset(holdout)
+
+    def evaluate():
+        model.eval()
+        matrix = ConfusionMatrix(len(VOC_CLASSES))
+        with torch.inference_mode(), autocast:
+            for image, label in holdout_data.as_numpy_iterator():
+                logits = model(to_input(image[None]))
+                matrix.update(label, logits.argmax(1)[0].numpy())
+        model.train()
+        return scores_of(matrix, VOC_CLASSES)
+
+    data = input_fn(files, recipe, 0)(tf.distribute.InputContext()).as_numpy_iterator()
+    model.train()
+    steps, losses = 0, []
+    while not clock.done():
+        images, labels = next(data)
+        optimizer.zero_grad(set_to_none=True)
+        with autocast:
+            logits = model(to_input(images))
+        loss = loss_fn(logits.float(), torch.from_numpy(labels.astype(np.int64)))
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        steps += 1
+        losses.append(loss.item())
+        if clock.due():
+            clock.record(evaluate, steps=steps, images=steps * recipe.batch_size,
+                         loss=float(np.mean(losses[-20:])), max_loss=max(losses))  # fmt: skip
+    return {"framework": "torch", "precision": precision, "agreement": agreement,
+            "points": clock.points, "settings": {"batch_size": recipe.batch_size,
+            "learning_rate": recipe.learning_rate, "crop_size": recipe.crop_size,
+            "total_steps": total}}  # fmt: skip
+
+
+def plot(runs: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for run in runs:
+        points = run["points"]
+        for ax, x in zip(axes, ("minutes", "images")):
+            ax.plot([0] + [p[x] for p in points], [0] + [p["mean_iou"] for p in points],
+                    marker="o", label=run["label"])  # fmt: skip
+    axes[0].set_xlabel("training wall-clock minutes (evaluation excluded)")
+    axes[1].set_xlabel("training images seen (crops)")
+    axes[0].set_ylabel("hold-out mean IoU (30 real VOC images)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(runs[0]["machine"], fontsize=9)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--voc", default=str(VOC148), help="a VOC root with a train split")
+    parser.add_argument("--weights", default=str(WEIGHTS), help="the Keras VGG16 notop file")
+    parser.add_argument("--minutes", type=float, default=30, help="training time per framework")
+    parser.add_argument("--every", type=float, default=5, help="minutes between evaluations")
+    parser.add_argument("--frameworks", nargs="+", default=["fcn", "torch"])
+    parser.add_argument("--set", nargs="*", default=[], help="TrainConfig overrides key=value")
+    parser.add_argument("--label", default="", help="a name for this recipe in the plot")
+    parser.add_argument("--json", default="time_to_accuracy.json", help="appended to")
+    parser.add_argument("--figure", default="benchmarks/figures/time_to_accuracy.png")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        run = fcn_worker(args) if args.worker == "fcn" else torch_worker(args)
+        print(json.dumps(run))
+        return
+    if not Path(args.voc).exists() or not Path(args.weights).exists():
+        sys.exit(f"needs {args.voc} and {args.weights} (the shared real data and weights)")
+    from fcn.device import cpu_summary
+
+    machine = cpu_summary()
+    print(f"# {machine}", flush=True)
+    path = Path(args.json)
+    runs = json.loads(path.read_text()) if path.exists() else []
+    for framework in args.frameworks:
+        command = [sys.executable, __file__, *sys.argv[1:], "--worker", framework]
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+        run = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=env)
+        if run.returncode:
+            sys.exit(f"{framework} worker failed ({run.returncode})")
+        row = json.loads(run.stdout.strip().splitlines()[-1])
+        label = f"{framework} {args.label}".strip()
+        row.update(label=label, machine=machine, date=time.strftime("%Y-%m-%d %H:%M UTC",
+                   time.gmtime()), overrides=args.set, holdout=split(args.voc)[1])  # fmt: skip
+        runs.append(row)
+        path.write_text(json.dumps(runs, indent=1))
+        last = row["points"][-1] if row["points"] else {}
+        print(json.dumps({"label": label, "minutes": last.get("minutes"),
+                          "mean_iou": last.get("mean_iou"),
+                          "objects_above_0.2": last.get("objects_above_0.2")}), flush=True)
+    plot(runs, Path(args.figure))
+
+
+if __name__ == "__main__":
+    main()
