@@ -30,8 +30,10 @@ Writes ``--json`` (every point: minutes, images seen, steps, loss, mean IoU, per
 ``--figure`` (hold-out mean IoU against training minutes and against images seen).
 
     python benchmarks/time_to_accuracy.py --minutes 30                  # fcn, then PyTorch
-    python benchmarks/time_to_accuracy.py --minutes 8 --every 4 --frameworks fcn \\
-        --set batch_size=2 --label "batch 2"                            # a recipe screen
+    python benchmarks/time_to_accuracy.py --minutes 10 --every 5 --frameworks fcn \\
+        --set batch_size=2 learning_rate=2.5e-4 --label "b2"              # a recipe screen
+    python benchmarks/time_to_accuracy.py --minutes 10 --every 5 --frameworks fcn \\
+        --fc-init pass-through --label "pass-through fc"                # an init screen
 """
 
 from __future__ import annotations
@@ -114,6 +116,41 @@ def _overrides(pairs: list[str]) -> dict:
     return out
 
 
+def pass_through_fc(weights: str, path: Path) -> Path:
+    """A screen's initial model at ``path`` (.keras): FCN-8s from ``weights`` with fc6/fc7's
+    first 512 channels passing pool5's centre through (fc6: the centre tap times
+    :data:`PASS_THROUGH_SCALE`, fc7: identity) and glorot draws for the other 3,584."""
+    import keras
+    import numpy as np
+
+    import fcn
+
+    keras.utils.set_random_seed(0)
+    model = fcn.build_model("fcn8s", weights=weights)
+    fc6, fc7 = model.get_layer("fc6"), model.get_layer("fc7")
+    kernel = fc6.kernel.numpy()
+    channels = np.arange(kernel.shape[2])
+    kernel[..., : channels.size] = 0
+    kernel[3, 3, channels, channels] = PASS_THROUGH_SCALE
+    fc6.kernel.assign(kernel)
+    del kernel
+    kernel = fc7.kernel.numpy()
+    kernel[..., : channels.size] = 0
+    kernel[0, 0, channels, channels] = 1.0
+    fc7.kernel.assign(kernel)
+    for layer in (fc6, fc7):
+        bias = layer.bias.numpy()
+        bias[: channels.size] = 0
+        layer.bias.assign(bias)
+    model.save(path)
+    return path
+
+
+PASS_THROUGH_SCALE = 0.02
+"""pool5's channels have a mean square of ~1.6e3 (0..255 Caffe input, pool4's measured
+energy per channel): x 0.02 brings them to ~0.6, that of the glorot fc7 channels (~0.7)."""
+
+
 def fcn_worker(args) -> dict:
     import keras
 
@@ -123,6 +160,10 @@ def fcn_worker(args) -> dict:
 
     train_ids, holdout_ids = split(args.voc)
     files, holdout = voc_pairs(args.voc, train_ids), voc_pairs(args.voc, holdout_ids)
+    init = {}
+    if args.fc_init == "pass-through":  # made before the clock starts: a screen, not a product
+        path = Path(tempfile.mkdtemp(prefix="fcn-tta-init-")) / "pass_through.keras"
+        init["init_from"] = pass_through_fc(args.weights, path)
     clock = Clock(args.minutes, args.every)
 
     class Points(LossRecorder):
@@ -146,7 +187,7 @@ def fcn_worker(args) -> dict:
     keras.utils.set_random_seed(0)
     result = fcn.train(
         train_files=files, val_files=(), weights=args.weights, seed=0, verbose=0,
-        run_dir=tempfile.mkdtemp(prefix="fcn-tta-"), callbacks=[points], **overrides,
+        run_dir=tempfile.mkdtemp(prefix="fcn-tta-"), callbacks=[points], **init, **overrides,
     )  # fmt: skip
     settings = json.loads((result.run_dir / "state.json").read_text())["settings"]
     return {"framework": "fcn", "settings": settings, "points": clock.points,
@@ -296,6 +337,9 @@ def main() -> None:
     parser.add_argument("--frameworks", nargs="+", default=["fcn", "torch"])
     parser.add_argument("--set", nargs="*", default=[], help="TrainConfig overrides key=value")
     parser.add_argument("--label", default="", help="a name for this recipe in the plot")
+    parser.add_argument("--fc-init", choices=("glorot", "pass-through"), default="glorot",
+                        help="fcn only, a screen: fc6/fc7 as fcn.train draws them, or "
+                        "pass_through_fc's")  # fmt: skip
     parser.add_argument("--json", default="time_to_accuracy.json", help="appended to")
     parser.add_argument("--figure", default="benchmarks/figures/time_to_accuracy.png")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -306,6 +350,8 @@ def main() -> None:
         return
     if not Path(args.voc).exists() or not Path(args.weights).exists():
         sys.exit(f"needs {args.voc} and {args.weights} (the shared real data and weights)")
+    if args.fc_init != "glorot" and "torch" in args.frameworks:
+        sys.exit("--fc-init is a screen of fcn's initialisation: pass --frameworks fcn")
     from fcn.device import cpu_summary
 
     machine = cpu_summary()

@@ -171,6 +171,8 @@ def test_train_options_land_in_the_config(monkeypatch, tmp_path, capsys):
         assert main(example[1:]) == 0, example
     assert calls[-1][1] == fcn.TrainConfig(variant="fcn16s", init_from="runs/fcn32s/best.keras")
     assert len(calls) == 1 + len(examples)
+    assert main(["train", "VOC", "--mixed-precision", "none"]) == 0  # float32 throughout
+    assert calls[-1][1] == fcn.TrainConfig(mixed_precision=None)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["train", "VOC", "--recipe", "fast"])
     assert "invalid choice: 'fast'" in capsys.readouterr().err

@@ -25,8 +25,9 @@ pytestmark = pytest.mark.xdist_group("resume")  # one worker: the one_epoch run 
 STEPS = 2
 RUN = dict(
     weights=None, width=1 / 16, num_classes=3, steps_per_epoch=STEPS, crop_size=48,
-    batch_size=2, augment=False, learning_rate=0.01, verbose=0,
+    batch_size=2, augment=False, learning_rate=0.01, mixed_precision=None, verbose=0,
 )  # fmt: skip
+"""float32 (a bf16 CPU would train in bf16 by default), so that FIXED's policy differs."""
 FIXED = {  # a value other than RUN's for every setting that cannot change within a run
     "variant": "fcn32s", "weights": "imagenet", "width": 1 / 8, "dropout": 0.0,
     "num_classes": 4, "class_names": ["a", "b", "c"], "recipe": "paper", "accumulate": 2,
