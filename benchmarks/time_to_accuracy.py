@@ -34,12 +34,14 @@ Writes ``--json`` (every point: minutes, images seen, steps, loss, mean IoU, per
         --set batch_size=2 learning_rate=2.5e-4 --label "b2"              # a recipe screen
     python benchmarks/time_to_accuracy.py --minutes 10 --every 5 --frameworks fcn \\
         --fc-init pass-through --label "pass-through fc"                # an init screen
+    python benchmarks/time_to_accuracy.py --step-costs 0 2 3 4 5 --crop 320 --batch 4
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import json
 import os
 import subprocess
@@ -239,7 +241,12 @@ def torch_worker(args) -> dict:
     check = np.random.default_rng(0).uniform(0, 255, (1, 96, 96, 3)).astype("float32")
     fc7 = keras.Model(source.input, source.get_layer("fc7").output)  # the score layers are 0
     expected = np.asarray(fc7(check)).transpose(0, 3, 1, 2)
-    mults = skip_kernel_lr_mults(source)
+    mults = skip_kernel_lr_mults(source)  # and the frozen blocks: fcn.train's for this body
+    frozen = set(recipe.frozen_layers())
+    for name, module in modules.items():
+        if name in frozen:
+            module.weight.requires_grad_(False)
+            module.bias.requires_grad_(False)
     del source
     mean = torch.tensor(MEAN_BGR).view(1, 3, 1, 1)
 
@@ -253,7 +260,7 @@ def torch_worker(args) -> dict:
     agreement = float(np.abs(got - expected).max() / np.abs(expected).max())
     groups = []
     for name, module in modules.items():
-        if not module.weight.requires_grad:
+        if not module.weight.requires_grad:  # frozen blocks, fixed upsampling
             continue
         mult = mults.get(name, 1.0)
         if mult != 1.0:  # Caffe's factor on the loss gradient, not on the decay
@@ -303,7 +310,41 @@ def torch_worker(args) -> dict:
     return {"framework": "torch", "precision": precision, "agreement": agreement,
             "points": clock.points, "settings": {"batch_size": recipe.batch_size,
             "learning_rate": recipe.learning_rate, "crop_size": recipe.crop_size,
-            "total_steps": total}}  # fmt: skip
+            "total_steps": total, "frozen": sorted(frozen), "trainable_params":
+            sum(p.numel() for p in model.parameters() if p.requires_grad)}}  # fmt: skip
+
+
+def step_cost(frozen: int, crop: int, batch: int, policy: str | None) -> dict:
+    """Seconds per training crop of the full FCN-8s with ``frozen`` VGG blocks frozen: the step
+    ``fcn.train`` runs (:func:`fcn.train.compile_for_training`, :func:`fcn.loop.train_step`),
+    fastest of 3 after one traced step, on one constant batch (no input pipeline)."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    import fcn
+    from fcn.loop import train_step
+    from fcn.recipes import RECIPES
+    from fcn.train import compile_for_training
+
+    if policy:
+        keras.mixed_precision.set_global_policy(policy)
+    model = fcn.build_model("fcn8s", weights=None)
+    recipe = dataclasses.replace(RECIPES["practical"], frozen_blocks=frozen)
+    compile_for_training(model, recipe, total_batches=1000, pretrained=True)  # freezes
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (batch, crop, crop, 3), dtype=np.uint8)
+    labels = rng.integers(0, 21, (batch, crop, crop), dtype=np.uint8)
+    batches = iter(tf.data.Dataset.from_tensors((images, labels)).repeat())
+    step = train_step(model, tf.distribute.get_strategy())
+    float(step(batches))
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        float(step(batches))
+        times.append(time.perf_counter() - start)
+    return {"frozen_blocks": frozen, "crop": crop, "batch": batch, "policy": policy,
+            "s_per_crop": min(times) / batch}  # fmt: skip
 
 
 def plot(runs: list[dict], path: Path) -> None:
@@ -342,11 +383,29 @@ def main() -> None:
                         "pass_through_fc's")  # fmt: skip
     parser.add_argument("--json", default="time_to_accuracy.json", help="appended to")
     parser.add_argument("--figure", default="benchmarks/figures/time_to_accuracy.png")
+    parser.add_argument("--step-costs", nargs="+", type=int, metavar="FROZEN",
+                        help="instead: seconds per crop of a training step with these "
+                        "frozen_blocks, at --crop and --batch, each in a fresh process")
+    parser.add_argument("--crop", type=int, default=320, help="--step-costs' crop")
+    parser.add_argument("--batch", type=int, default=4, help="--step-costs' batch")
+    parser.add_argument("--policy", default="mixed_bfloat16", help="--step-costs' precision")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker == "step":
+        print(json.dumps(step_cost(args.step_costs[0], args.crop, args.batch, args.policy)))
+        return
     if args.worker:
         run = fcn_worker(args) if args.worker == "fcn" else torch_worker(args)
         print(json.dumps(run))
+        return
+    if args.step_costs:
+        for frozen in args.step_costs:
+            command = [sys.executable, __file__, "--step-costs", str(frozen), "--crop",
+                       str(args.crop), "--batch", str(args.batch), "--policy", args.policy,
+                       "--worker", "step"]  # fmt: skip
+            run = subprocess.run(command, stdout=subprocess.PIPE, text=True,
+                                 env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})  # fmt: skip
+            print(run.stdout.strip().splitlines()[-1], flush=True)
         return
     if not Path(args.voc).exists() or not Path(args.weights).exists():
         sys.exit(f"needs {args.voc} and {args.weights} (the shared real data and weights)")

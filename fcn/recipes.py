@@ -54,6 +54,7 @@ import tensorflow as tf
 
 from fcn.classes import IGNORE_LABEL
 from fcn.model import ATONCE_SCALES, skip_layer_names
+from fcn.vgg16 import VGG_BLOCKS, conv_name
 
 PAPER_PIXELS_PER_IMAGE = 500 * 375
 """Typical VOC image size: converts the paper's learning rate for a summed loss to our mean."""
@@ -274,6 +275,20 @@ class Recipe:
     poly_power: float | None
     augment: bool
     frozen_blocks: int = 0
+
+    def frozen_layers(self) -> tuple[str, ...]:
+        """The convolutions that :attr:`frozen_blocks` keeps as initialised (of a pretrained
+        body: :func:`fcn.train.compile_for_training` freezes them).
+
+        Example:
+            >>> RECIPES["practical"].frozen_layers()[-2:], RECIPES["paper"].frozen_layers()
+            (('conv4_2', 'conv4_3'), ())
+        """
+        return tuple(
+            conv_name(block, index)
+            for block in range(1, self.frozen_blocks + 1)
+            for index in range(1, VGG_BLOCKS[block - 1][0] + 1)
+        )
 
     def optimizer(
         self,

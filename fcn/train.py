@@ -41,7 +41,6 @@ from fcn.device import (
 from fcn.inference.model_files import load_model
 from fcn.model import build_model
 from fcn.recipes import RECIPES, Recipe, segmentation_loss, skip_kernel_lr_mults, update_order
-from fcn.vgg16 import VGG_BLOCKS, conv_name
 
 if TYPE_CHECKING:
     from fcn.data import SegmentationFiles
@@ -156,9 +155,8 @@ def compile_for_training(
         0.9
     """
     mults = skip_kernel_lr_mults(model) if pretrained else {}
-    for block in range(1, (recipe.frozen_blocks if pretrained else 0) + 1):
-        for index in range(1, VGG_BLOCKS[block - 1][0] + 1):
-            model.get_layer(conv_name(block, index)).trainable = False
+    for name in recipe.frozen_layers() if pretrained else ():
+        model.get_layer(name).trainable = False
     optimizer = recipe.optimizer(total_batches, accumulate, mults)
     model.compile(optimizer=optimizer, loss=segmentation_loss())
     model.optimizer.build(model.trainable_variables)
