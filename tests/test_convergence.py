@@ -7,10 +7,8 @@ checkout (provenance in its README; 57 MB, not part of the package) or ``FCN_VGG
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
-import h5py
 import keras
 import numpy as np
 import pytest
@@ -18,7 +16,7 @@ from PIL import Image
 
 import fcn
 from fcn.classes import IGNORE_LABEL
-from fcn.data import SegmentationFiles, read_image, sample_voc_root, voc_ids, voc_pairs
+from fcn.data import SegmentationFiles, read_image, sample_voc_root, voc_ids
 
 WEIGHTS = Path(
     os.environ.get(
@@ -92,37 +90,3 @@ def test_default_recipe_learns_objects_on_pixels_it_never_saw_labelled(tmp_path)
     objects = {name: iou for name, iou in list(held_out.items())[1:] if iou == iou}
     assert max(objects.values()) > 0.2, held_out
 
-
-def full_vgg16_file(notop: Path, path: Path, seed: int = 0) -> Path:
-    """The real 'notop' file with VGG16's fc1 (25088 x 4096) and fc2 (4096 x 4096) added as
-    He-normal draws (std sqrt(2 / fan_in)): the layout of Keras' full file, and fc7 features of
-    ~18x the energy of the glorot fc6/fc7 a 'notop' body starts from (a harsher case than the
-    notop's for score_fr's rate)."""
-    shutil.copy(notop, path)
-    rng = np.random.default_rng(seed)
-    with h5py.File(path, "a") as f:
-        for name, (fan_in, fan_out) in {"fc1": (25088, 4096), "fc2": (4096, 4096)}.items():
-            group = f.create_group(name)
-            kernel = rng.standard_normal((fan_in, fan_out), np.float32) * np.sqrt(2 / fan_in)
-            group[f"{name}/kernel"], group[f"{name}/bias"] = kernel, np.zeros(fan_out, np.float32)
-            group.attrs["weight_names"] = [f"{name}/kernel", f"{name}/bias"]
-        f.attrs["layer_names"] = [*f.attrs["layer_names"], "fc1", "fc2"]
-    return path
-
-
-@pytest.mark.skipif(not WEIGHTS.exists(), reason=f"no real VGG16 weights at {WEIGHTS}")
-def test_default_recipe_holds_with_a_full_vgg16_file(tmp_path):
-    """The same defaults from a full VGG16 file (:func:`full_vgg16_file`: fc6/fc7 read from
-    it, not random): 8 steps of 160x160 crops on the real sample stay finite, never rise far
-    above chance, and end below it."""
-    path = full_vgg16_file(WEIGHTS, tmp_path / "vgg16_full.h5")
-    recorder = BatchLosses()
-    result = fcn.train(
-        train_files=voc_pairs(sample_voc_root(), "train"), val_files=(), weights=str(path),
-        run_dir=tmp_path / "run", epochs=1, steps_per_epoch=8, crop_size=160,
-        callbacks=[recorder], verbose=0,
-    )  # fmt: skip
-    losses = recorder.losses
-    assert np.isfinite(losses).all() and result.failure is None, losses
-    assert losses.max() < 1.5 * CHANCE, losses
-    assert losses[-4:].mean() < 0.8 * CHANCE, losses
