@@ -217,7 +217,7 @@ def torch_worker(args) -> dict:
     torch.set_num_threads(os.cpu_count())
     clock = Clock(args.minutes, args.every)
     overrides = _overrides(args.set)
-    config = TrainConfig(**{k: v for k, v in overrides.items()})
+    config = TrainConfig(**overrides)
     precision = config.mixed_precision
     precision = auto_mixed_precision() if precision == "auto" else precision
     bf16 = precision == "mixed_bfloat16"

@@ -43,7 +43,9 @@ objects at 1e-3: 0.099 (person 0.37, bus 0.33, dog 0.33), at batch 2 and 2.5e-4 
 fewer blocks is 1.2x (2) and 1.6x (3) cheaper. Initialising fc6/fc7 of a 'notop' body to pass
 pool5's centre through (512 of their channels) instead of glorot gave 0.091: not taken. The
 rate 1e-3 is an effective step of 1e-2, at the curvature bound 2 (1 + momentum) / lambda of
-score_fr estimated above; the skip-layer multipliers keep score_pool3/4 far inside theirs."""
+score_fr estimated above; the skip-layer multipliers keep score_pool3/4 far inside theirs.
+It does not yet hold for larger fc7 energies: from a synthetic full VGG16 file (fc1/fc2 drawn
+He-normal) the loss spiked to 24 at step 2 (``benchmarks/README.md``; a fix is open)."""
 
 from __future__ import annotations
 
