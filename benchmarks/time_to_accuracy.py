@@ -159,6 +159,7 @@ def fcn_worker(args) -> dict:
     import fcn
     from fcn.classes import VOC_CLASSES
     from fcn.data import eval_dataset, voc_pairs
+    from fcn.recipes import HEAD_SCORE
 
     train_ids, holdout_ids = split(args.voc)
     files, holdout = voc_pairs(args.voc, train_ids), voc_pairs(args.voc, holdout_ids)
@@ -192,8 +193,9 @@ def fcn_worker(args) -> dict:
         run_dir=tempfile.mkdtemp(prefix="fcn-tta-"), callbacks=[points], **init, **overrides,
     )  # fmt: skip
     settings = json.loads((result.run_dir / "state.json").read_text())["settings"]
+    factor = float(result.model.optimizer.rate_factors[HEAD_SCORE])
     return {"framework": "fcn", "settings": settings, "points": clock.points,
-            "failure": result.failure}  # fmt: skip
+            "failure": result.failure, "score_fr_rate_factor": factor}  # fmt: skip
 
 
 def torch_worker(args) -> dict:
@@ -210,7 +212,7 @@ def torch_worker(args) -> dict:
     from fcn.metrics import ConfusionMatrix
     from fcn.model import CROP_OFFSETS, INPUT_PAD
     from fcn.preprocessing import MEAN_BGR
-    from fcn.recipes import skip_kernel_lr_mults
+    from fcn.recipes import HEAD_SCORE, head_input_energy, skip_kernel_lr_mults, stable_rate_factor
     from fcn.train import _recipe, input_fn
     from fcn.vgg16 import VGG_BLOCKS
 
@@ -242,6 +244,10 @@ def torch_worker(args) -> dict:
     fc7 = keras.Model(source.input, source.get_layer("fc7").output)  # the score layers are 0
     expected = np.asarray(fc7(check)).transpose(0, 3, 1, 2)
     mults = skip_kernel_lr_mults(source)  # and the frozen blocks: fcn.train's for this body
+    first, _ = next(iter(input_fn(files, recipe, 0)(tf.distribute.InputContext())))
+    energy = head_input_energy(source, first)  # and score_fr's factor, from the same batch
+    classes = source.get_layer(HEAD_SCORE).filters
+    mults[HEAD_SCORE] = stable_rate_factor(energy, recipe.learning_rate, recipe.momentum, classes)
     frozen = set(recipe.frozen_layers())
     for name, module in modules.items():
         if name in frozen:
@@ -308,6 +314,7 @@ def torch_worker(args) -> dict:
             clock.record(evaluate, steps=steps, images=steps * recipe.batch_size,
                          loss=float(np.mean(losses[-20:])), max_loss=max(losses))  # fmt: skip
     return {"framework": "torch", "precision": precision, "agreement": agreement,
+            "score_fr_energy": energy, "score_fr_rate_factor": mults[HEAD_SCORE],
             "points": clock.points, "settings": {"batch_size": recipe.batch_size,
             "learning_rate": recipe.learning_rate, "crop_size": recipe.crop_size,
             "total_steps": total, "frozen": sorted(frozen), "trainable_params":

@@ -13,23 +13,23 @@ biases (:class:`CaffeSGD`), and, for the staged FCN-16s/FCN-8s, the skip-layer r
 Why these rates (measured from the real ImageNet VGG16 conv weights on real VOC crops, 320x320,
 batch 1; ``benchmarks/convergence.py`` and ``benchmarks/README.md``). With Caffe's 0..255 input
 the pretrained features are large, and the three score layers see inputs of very different
-energy: mean ||x||^2 per pixel 9.7e6 at pool3, 8.1e5 at pool4, 3.0e3 at fc7 (random fc6/fc7;
-the full file's fc7 is of the same order). For a zero-initialised linear score layer the
-curvature of the loss along its kernel is about half its input's energy, so no single learning
-rate suits all three: at the old default 1e-3, score_pool3's first step alone (gradient 1.7e3)
-made logits of 1.8e4 (loss 5,007 at step 2), their gradients wrecked the body (conv1_1's
-gradient 9.4e3 for a kernel of norm 8.6) and the loss was NaN at step 5; at 1e-4 it spiked to
-500 before settling on the majority class; the paper's 1.9e-5 with momentum 0.99 went to 346
-and never learned. The paper itself never trains FCN-8s from ImageNet with one rate: it trains
-FCN-32s at 1e-10, then FCN-16s at 1e-12, then FCN-8s at 1e-14, or scales pool4 by 1e-2 and
-pool3 by 1e-4 in the at-once net. For SGD from a zero kernel, scaling a layer's input by ``s``
-is the same as multiplying its kernel's gradient by ``s**2``, so :func:`skip_kernel_lr_mults`
-gives the staged nets the at-once scaling without changing the model (its weights stay those of
-``voc-fcn8s``). With it, 30 steps at 1e-4 (momentum 0.9) and at 1.9e-5 (0.99) never exceeded a
-loss of 6.1; 1e-3 still spiked to 29. From a random initialisation (``weights=None``) the
-imbalance is mild (pool3 and pool4 energies 20-30x and 6-8x fc7's, measured) and one rate
-serves all layers: :func:`fcn.train.compile_for_training` applies the multipliers to pretrained
-bodies only.
+energy: mean ||x||^2 per pixel 9.7e6 at pool3, 8.1e5 at pool4, 3.0e3 at fc7 (random fc6/fc7,
+dropout off). For a zero-initialised linear score layer the curvature of the loss along its
+kernel grows with its input's energy (at most energy / classes at the start:
+:func:`stable_rate_factor`), so no single learning rate suits all three: at the old default
+1e-3, score_pool3's first step alone (gradient 1.7e3) made logits of 1.8e4 (loss 5,007 at step
+2), their gradients wrecked the body (conv1_1's gradient 9.4e3 for a kernel of norm 8.6) and the
+loss was NaN at step 5; at 1e-4 it spiked to 500 before settling on the majority class; the
+paper's 1.9e-5 with momentum 0.99 went to 346 and never learned. The paper itself never trains
+FCN-8s from ImageNet with one rate: it trains FCN-32s at 1e-10, then FCN-16s at 1e-12, then
+FCN-8s at 1e-14, or scales pool4 by 1e-2 and pool3 by 1e-4 in the at-once net. For SGD from a
+zero kernel, scaling a layer's input by ``s`` is the same as multiplying its kernel's gradient
+by ``s**2``, so :func:`skip_kernel_lr_mults` gives the staged nets the at-once scaling without
+changing the model (its weights stay those of ``voc-fcn8s``). With it, 30 steps at 1e-4
+(momentum 0.9) and at 1.9e-5 (0.99) never exceeded a loss of 6.1; 1e-3 still spiked to 29. From
+a random initialisation (``weights=None``) the imbalance is mild (pool3 and pool4 energies
+20-30x and 6-8x fc7's, measured) and one rate serves all layers:
+:func:`fcn.train.compile_for_training` applies the multipliers to pretrained bodies only.
 
 What learns fastest from ImageNet weights (issue 24; ``benchmarks/time_to_accuracy.py``, mean
 IoU on 30 held-out real VOC images after 10 minutes of training on a 2-core CPU in bf16,
@@ -41,22 +41,31 @@ had 1e-3 with every layer trained (0.038). Freezing the convolutions of VGG bloc
 conv5_1) makes a step 2.3x cheaper (0.76 s per 320x320 crop instead of 1.74) and learned
 objects at 1e-3: 0.099 (person 0.37, bus 0.33, dog 0.33), at batch 2 and 2.5e-4 0.089; freezing
 fewer blocks is 1.2x (2) and 1.6x (3) cheaper. Initialising fc6/fc7 of a 'notop' body to pass
-pool5's centre through (512 of their channels) instead of glorot gave 0.091: not taken. The
-rate 1e-3 is an effective step of 1e-2, at the curvature bound 2 (1 + momentum) / lambda of
-score_fr estimated above; the skip-layer multipliers keep score_pool3/4 far inside theirs.
-It does not yet hold for larger fc7 energies: from a synthetic full VGG16 file (fc1/fc2 drawn
-He-normal) the loss spiked to 24 at step 2 (``benchmarks/README.md``; a fix is open)."""
+pool5's centre through (512 of their channels) instead of glorot gave 0.091: not taken. At
+1e-3 score_fr is at 0.55 of its stability bound (:func:`stable_rate_factor`: 2 (1 + momentum)
+x 21 classes / 4.4e4); the skip-layer multipliers keep score_pool3/4 far inside theirs.
+
+score_fr's rate is measured at the start of every run from a pretrained body
+(:func:`set_head_rate`): the energy of its input on the first batch, through the dropouts,
+sets :func:`stable_rate_factor` on its kernel. The notop body's glorot fc7 (4.4e4 on a batch
+of real VOC crops) keeps the full rate; a synthetic full VGG16 file (fc1/fc2 drawn He-normal,
+8.1e5) had spiked to a loss of 24 at step 2 at the full rate and trains at 0.1 of it instead
+(``tests/test_convergence.py``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import keras
 import tensorflow as tf
 
 from fcn.classes import IGNORE_LABEL
-from fcn.model import ATONCE_SCALES, skip_layer_names
+from fcn.model import ATONCE_SCALES, HEAD_LAYERS, skip_layer_names
 from fcn.vgg16 import VGG_BLOCKS, conv_name
+
+HEAD_SCORE = HEAD_LAYERS[-1]
+"""score_fr: the score layer whose rate :func:`set_head_rate` measures."""
 
 PAPER_PIXELS_PER_IMAGE = 500 * 375
 """Typical VOC image size: converts the paper's learning rate for a summed loss to our mean."""
@@ -91,7 +100,11 @@ class CaffeSGD(keras.optimizers.SGD):
     Keras' own ``weight_decay`` is decoupled); biases (1-D variables) get ``bias_lr_mult`` times
     the learning rate and no decay. ``kernel_lr_mults`` maps layer names to a factor on their
     kernel's loss gradient (``mult * g + decay * w``): with ``s**2`` it trains that layer exactly
-    as if its input were scaled by ``s`` (see :func:`skip_kernel_lr_mults`).
+    as if its input were scaled by ``s`` (see :func:`skip_kernel_lr_mults`). The layers of
+    ``measured_layers`` get one more factor on their kernel's loss gradient, held in the
+    optimiser's state rather than its config (:attr:`rate_factors`, 1 until set; saved,
+    restored and synced with the other optimiser variables): :func:`fcn.train.train` sets
+    score_fr's from its input energy at the start of a run (:func:`stable_rate_factor`).
 
     Example:
         >>> optimizer = CaffeSGD(learning_rate=1e-4, momentum=0.9,
@@ -106,23 +119,32 @@ class CaffeSGD(keras.optimizers.SGD):
         caffe_weight_decay: float = 5e-4,
         bias_lr_mult: float = 2.0,
         kernel_lr_mults: dict[str, float] | None = None,
+        measured_layers: Sequence[str] = (),
         **kw,
     ):
         super().__init__(*args, **kw)
         self.caffe_weight_decay = caffe_weight_decay
         self.bias_lr_mult = bias_lr_mult
         self.kernel_lr_mults = dict(kernel_lr_mults or {})
+        self.measured_layers = tuple(measured_layers)
+        self.rate_factors: dict[str, keras.Variable] = {}
+        """The factor of each of :attr:`measured_layers` (a scalar variable, after build)."""
         self.update_after: dict[str, tuple[str, ...]] = {}
         """:func:`update_order` of the model: when set, each variable (by path) is updated as soon
         as the gradients named here exist (on one replica; a scheduling hint, not config)."""
 
     def build(self, variables):
         super().build(variables)
-        self._gradient_mults = []  # by variable index
+        self._gradient_mults, self._factors = [], []  # by variable index
+        for name in self.measured_layers:
+            self.rate_factors[name] = self.add_variable(
+                (), initializer="ones", dtype="float32", name=f"{name}_rate_factor"
+            )
         for v in variables:
             layer = v.path.split("/")[-2] if "/" in v.path else None
             kernel = self.kernel_lr_mults.get(layer, 1.0) if len(v.shape) > 1 else 1.0
             self._gradient_mults.append(self.bias_lr_mult if len(v.shape) == 1 else kernel)
+            self._factors.append(self.rate_factors.get(layer) if len(v.shape) > 1 else None)
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         """Keras' TensorFlow update of every variable, in :attr:`update_after`'s order: each
@@ -146,6 +168,8 @@ class CaffeSGD(keras.optimizers.SGD):
         rate ``lr * mult``; both rewrite the variables' own buffers."""
         index = self._get_variable_index(variable)
         mult = self._gradient_mults[index]
+        if self._factors[index] is not None:
+            mult = mult * tf.cast(self._factors[index], variable.dtype)
         decay = self.caffe_weight_decay if len(variable.shape) > 1 else 0.0
         if self.momentum == 0 or self.nesterov:  # the plain formula, with its temporaries
             gradient = gradient * keras.ops.cast(mult, gradient.dtype)
@@ -175,6 +199,7 @@ class CaffeSGD(keras.optimizers.SGD):
             "caffe_weight_decay": self.caffe_weight_decay,
             "bias_lr_mult": self.bias_lr_mult,
             "kernel_lr_mults": self.kernel_lr_mults,
+            "measured_layers": list(self.measured_layers),
         }
 
 
@@ -245,6 +270,75 @@ def skip_kernel_lr_mults(model: keras.Model) -> dict[str, float]:
     return mults
 
 
+def stable_rate_factor(
+    energy: float, learning_rate: float, momentum: float, classes: int
+) -> float:
+    """The factor on a zero-initialised linear score layer's rate that keeps SGD on it stable at
+    the start: ``min(1, 2 (1 + momentum) classes / (learning_rate * energy))``, ``energy``
+    being the mean ||x||^2 per pixel of its input. A zero kernel gives every class ``1 /
+    classes``, where the softmax cross-entropy's Hessian in the logits is ``(I - 1 1^T /
+    classes) / classes``; averaged over pixels, the curvature along the kernel is then at most
+    ``energy / classes`` (``E[x x^T]``'s largest eigenvalue is at most its trace), and
+    heavy-ball SGD on a curvature ``c`` converges for ``rate * c < 2 (1 + momentum)``. Tight:
+    at 1.5x that rate such a layer's loss rises to a multiple of chance
+    (``tests/test_recipes.py``). The notop body's fc7 (glorot fc6/fc7: 4.4e4 through the
+    dropouts on real VOC crops, 21 classes) is inside it at lr 1e-3; features of more energy
+    (a full VGG16 file's, an ``init_from`` model's) or fewer classes get a lower rate instead of
+    a blow-up.
+
+    Example:
+        >>> stable_rate_factor(4.4e4, 1e-3, 0.9, 21)  # the notop body: the rate as it is
+        1.0
+        >>> round(stable_rate_factor(8e5, 1e-3, 0.9, 21), 3)  # 18x the energy
+        0.1
+    """
+    return min(1.0, 2 * (1 + momentum) * classes / (learning_rate * energy))
+
+
+def head_input_energy(model: keras.Model, images) -> float:
+    """The energy of score_fr's input as a training step computes it, for a batch of ``images``
+    (RGB 0..255, ``(batch, height, width, 3)``): the mean over drop7's output positions of
+    ||x||^2 (4096 channels), with one draw of the dropout masks. Dropout raises it: drop7 keeps
+    a share ``1 - rate`` of the channels scaled by its inverse (x ``1 / (1 - rate)`` in
+    expectation), and drop6 widens fc7's pre-activations (x 2 more for glorot fc6/fc7 at rate
+    0.5, measured). A batch of crops has thousands of positions: one draw is within a few
+    percent of the mean over draws.
+
+    Example:
+        >>> import numpy as np
+        >>> from fcn import build_model
+        >>> model = build_model("fcn8s", weights=None, width=1 / 16, dropout=0.5)
+        >>> head_input_energy(model, np.full((1, 64, 64, 3), 128.0)) > 0
+        True
+    """
+    drop7 = HEAD_LAYERS[3]
+    features = keras.Model(model.input, model.get_layer(drop7).output)(images, training=True)
+    return float(tf.reduce_mean(tf.reduce_sum(tf.square(tf.cast(features, tf.float32)), -1)))
+
+
+def set_head_rate(model: keras.Model, images, recipe: Recipe) -> tuple[float, float]:
+    """Measure score_fr's input energy on ``images`` (:func:`head_input_energy`) and set its
+    :attr:`CaffeSGD.rate_factors` to :func:`stable_rate_factor` at ``recipe``'s base rate
+    (``model`` compiled by :func:`fcn.train.compile_for_training`). Returns (energy, factor).
+
+    Example:
+        >>> import numpy as np
+        >>> from fcn import build_model
+        >>> from fcn.train import compile_for_training
+        >>> model = build_model("fcn8s", weights=None, width=1 / 16)
+        >>> model = compile_for_training(model, RECIPES["practical"], total_batches=10)
+        >>> energy, factor = set_head_rate(model, np.full((1, 64, 64, 3), 128.0),
+        ...                                RECIPES["practical"])
+        >>> factor == float(model.optimizer.rate_factors["score_fr"])
+        True
+    """
+    energy = head_input_energy(model, images)
+    classes = model.get_layer(HEAD_SCORE).filters
+    factor = stable_rate_factor(energy, recipe.learning_rate, recipe.momentum, classes)
+    model.optimizer.rate_factors[HEAD_SCORE].assign(factor)
+    return energy, factor
+
+
 @dataclass(frozen=True)
 class Recipe:
     """How to train: data shape, batch and optimiser settings.
@@ -312,6 +406,7 @@ class Recipe:
             momentum=self.momentum,
             gradient_accumulation_steps=accumulate if accumulate > 1 else None,
             kernel_lr_mults=kernel_lr_mults,
+            measured_layers=(HEAD_SCORE,),
         )
 
 

@@ -40,7 +40,14 @@ from fcn.device import (
 )
 from fcn.inference.model_files import load_model
 from fcn.model import build_model
-from fcn.recipes import RECIPES, Recipe, segmentation_loss, skip_kernel_lr_mults, update_order
+from fcn.recipes import (
+    RECIPES,
+    Recipe,
+    segmentation_loss,
+    set_head_rate,
+    skip_kernel_lr_mults,
+    update_order,
+)
 
 if TYPE_CHECKING:
     from fcn.data import SegmentationFiles
@@ -294,13 +301,15 @@ def train(
             )
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
+    classes = model.output_shape[-1]
     if state and chief:  # values only, weights and optimizer: the others get them by sync
         model.load_weights(run_dir / state["checkpoint"])
+    elif chief and config.weights is not None:  # a new run: score_fr's rate for its input
+        _set_head_rate(model, settings, input_fn(train_files, settings, config.seed, classes))
     if multi_worker:
         loop.sync_from_chief(strategy, [*model.weights, *model.optimizer.variables])
     del source  # copied: its memory is free before training
 
-    classes = model.output_shape[-1]
     if chief:
         evaluation = []
         if val_files:
@@ -435,6 +444,20 @@ def _check_initialised(model: keras.Model, source: keras.Model, path: str | os.P
             f"init_from {os.fspath(path)} does not fit the new model: "
             f"{'; '.join(mismatched[:3])}{' and more' if len(mismatched) > 3 else ''}. "
             "Train with its width and class count."
+        )
+
+
+def _set_head_rate(model: keras.Model, recipe: Recipe, dataset_fn) -> None:
+    """:func:`~fcn.recipes.set_head_rate` on the run's first batch (the same crops its first
+    step trains on), said aloud where it lowers score_fr's rate."""
+    images, _ = next(iter(dataset_fn(tf.distribute.InputContext())))
+    energy, factor = set_head_rate(model, images, recipe)
+    if factor < 1:
+        warnings.warn(
+            f"score_fr's input (fc7 of these weights) has an energy of {energy:.3g} per pixel, "
+            f"above what SGD at lr {recipe.learning_rate:g} keeps stable: its kernel's rate is "
+            f"scaled by {factor:.3g} (fcn.recipes.stable_rate_factor)",
+            stacklevel=3,
         )
 
 
