@@ -104,7 +104,7 @@ class TrainConfig:
         default=None,
         metadata={"help": "global batch in crops (whole images for the paper recipe) per "
                   "optimiser update before accumulation, split across replicas (default: the "
-                  "recipe's)"},
+                  "recipe's per replica: 2 crops per replica for practical)"},
     )  # fmt: skip
     learning_rate: float | None = field(
         default=None,

@@ -32,18 +32,22 @@ a random initialisation (``weights=None``) the imbalance is mild (pool3 and pool
 :func:`fcn.train.compile_for_training` applies the multipliers to pretrained bodies only.
 
 What learns fastest from ImageNet weights (issue 24; ``benchmarks/time_to_accuracy.py``, mean
-IoU on 30 held-out real VOC images after 10 minutes of training on a 2-core CPU in bf16,
-figures in ``benchmarks/README.md``). The old practical rate, 1e-4 at batch 8, moved 1.25e-4
-per image seen (lr / (1 - momentum) / batch), 15x less than the paper's 1.9e-3 at batch 1: in
-10 minutes it had learned the class prior only (background everywhere, mean IoU 0.037), and so
-had 1e-3 with every layer trained (0.038). Freezing the convolutions of VGG blocks 1-4
+IoU on 30 held-out real VOC images after 10 minutes of training on a 2-core CPU in bf16, figures
+in ``benchmarks/README.md``). The old practical rate, 1e-4 at batch 8, moved 1.25e-4 per image
+seen (lr / (1 - momentum) / batch), 15x less than the paper's 1.9e-3 at batch 1: in 10 minutes
+it had learned the class prior only (background everywhere, mean IoU 0.037), and so had 1e-3
+with every layer trained (0.038). Freezing the convolutions of VGG blocks 1-4
 (``frozen_blocks=4``: the ImageNet features stay as they are, and the backward pass stops at
-conv5_1) makes a step 2.3x cheaper (0.76 s per 320x320 crop instead of 1.74) and learned
-objects at 1e-3: 0.099 (person 0.37, bus 0.33, dog 0.33), at batch 2 and 2.5e-4 0.089; freezing
-fewer blocks is 1.2x (2) and 1.6x (3) cheaper. Initialising fc6/fc7 of a 'notop' body to pass
-pool5's centre through (512 of their channels) instead of glorot gave 0.091: not taken. At
-1e-3 score_fr is at 0.55 of its stability bound (:func:`stable_rate_factor`: 2 (1 + momentum)
-x 21 classes / 4.4e4); the skip-layer multipliers keep score_pool3/4 far inside theirs.
+conv5_1) makes a step 2.3x cheaper (0.76 s per 320x320 crop instead of 1.74) and learned objects
+at 1e-3: 0.099 (person 0.37, bus 0.33, dog 0.33), at batch 2 and 2.5e-4 0.089; freezing fewer
+blocks is 1.2x (2) and 1.6x (3) cheaper. The rate is bounded by score_fr's curvature (below),
+not by the batch: at the same 1e-3, batch 2 takes 4x the steps of batch 8 for the same crops and
+reached 0.131 in 10 minutes (person 0.60, bus 0.47, dog 0.25, cat 0.25), batch 1 0.102 (more
+steps, but each crop 1.2x dearer and the noisiest): batch 2 it is. Initialising fc6/fc7 of a
+'notop' body to pass pool5's centre through (512 of their channels) instead of glorot gave
+0.091: not taken. At 1e-3 score_fr is at 0.55 of its stability bound
+(:func:`stable_rate_factor`: 2 (1 + momentum) x 21 classes / 4.4e4); the skip-layer multipliers
+keep score_pool3/4 far inside theirs.
 
 score_fr's rate is measured at the start of every run from a pretrained body
 (:func:`set_head_rate`): the energy of its input on the first batch, through the dropouts,
@@ -346,7 +350,9 @@ class Recipe:
     Attributes:
         crop_size: side of the square training crops (pixels); None trains on whole images at
             native size, one per step.
-        batch_size: global batch (split across replicas).
+        batch_size: global batch (split across replicas). Those of :data:`RECIPES` count
+            per replica: without a ``batch_size`` of its own, :func:`fcn.train.train` trains
+            at that times the replicas (4 GPUs: 8 crops of the practical recipe).
         learning_rate: base learning rate for the mean-over-pixels loss.
         momentum: SGD momentum.
         poly_power: exponent of the poly schedule ``lr * (1 - step / steps) ** power``; None
@@ -412,7 +418,7 @@ class Recipe:
 
 RECIPES: dict[str, Recipe] = {
     "practical": Recipe(
-        crop_size=320, batch_size=8, learning_rate=1e-3, momentum=0.9, poly_power=0.9,
+        crop_size=320, batch_size=2, learning_rate=1e-3, momentum=0.9, poly_power=0.9,
         augment=True, frozen_blocks=4,
     ),
     "paper": Recipe(

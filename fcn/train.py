@@ -113,7 +113,7 @@ def input_fn(files, recipe, seed, num_classes: int = NUM_CLASSES):
         >>> files = data.voc_pairs(data.sample_voc_root(), "train")
         >>> dataset = input_fn(files, RECIPES["practical"], seed=0)(tf.distribute.InputContext())
         >>> [tuple(spec.shape) for spec in dataset.element_spec]
-        [(8, 320, 320, 3), (8, 320, 320)]
+        [(2, 320, 320, 3), (2, 320, 320)]
     """
     from fcn import data
 
@@ -187,7 +187,7 @@ def train(
     Defaults, with nothing but ``voc_root``: FCN-8s from VGG16 ImageNet weights; VOC 2012 train
     for training and VOC 2012 val for validation (with ``sbd_root``: train_aug, 10,582 images, and
     seg11valid, 736 images); the ``practical`` recipe (:data:`fcn.recipes.RECIPES`: 320x320
-    augmented crops, batch 8, SGD momentum 0.9, lr 1e-3 with a poly schedule, VGG blocks 1-4
+    augmented crops, batch 2, SGD momentum 0.9, lr 1e-3 with a poly schedule, VGG blocks 1-4
     frozen, Caffe weight decay 5e-4); bf16 where the hardware runs it natively
     (``mixed_precision="auto"``), else float32; 50 epochs of ``len(train_files) // batch_size``
     steps; full-resolution streaming evaluation after every epoch; the best model by
@@ -260,7 +260,7 @@ def train(
         config = requested.resumed(state["settings"], given)
     else:
         config = requested
-    settings = _recipe(config)
+    settings = _recipe(config, strategy.num_replicas_in_sync)
     train_files, val_files = _files(voc_root, sbd_root, train_files, val_files)
     _check_batches(train_files, settings, strategy.num_replicas_in_sync, loop.cluster_size())
     epochs = config.epochs
@@ -373,10 +373,13 @@ def _readable_state(run_dir: Path) -> dict | None:
         return None
 
 
-def _recipe(config: TrainConfig) -> Recipe:
-    """``config.recipe``'s :class:`~fcn.recipes.Recipe` with ``config``'s overrides."""
+def _recipe(config: TrainConfig, replicas: int = 1) -> Recipe:
+    """``config.recipe``'s :class:`~fcn.recipes.Recipe` with ``config``'s overrides; without a
+    ``batch_size``, the recipe's batch on each of ``replicas`` (2 crops per replica for
+    ``practical``, one whole image per replica for ``paper``)."""
+    batch = config.batch_size or RECIPES[config.recipe].batch_size * replicas
     overrides = {
-        "crop_size": config.crop_size, "batch_size": config.batch_size,
+        "crop_size": config.crop_size, "batch_size": batch,
         "learning_rate": config.learning_rate, "augment": config.augment,
         "frozen_blocks": config.frozen_blocks,
     }  # fmt: skip

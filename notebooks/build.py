@@ -255,7 +255,7 @@ result = fcn.train(voc_root, sbd_root=sbd_root, run_dir="runs/fcn8s")
 evaluation = fcn.evaluate(keras.models.load_model(result.best_checkpoint), voc_root, "val")
 ```
 
-The defaults are the `practical` recipe: 320x320 augmented crops, batch 8, SGD momentum 0.9,
+The defaults are the `practical` recipe: 320x320 augmented crops, batch 2, SGD momentum 0.9,
 learning rate 1e-3 with a poly schedule, 50 epochs, validation after each. `recipe="paper"`
 trains on one whole image per step with momentum 0.99, as the paper did. On a smaller GPU add
 `accumulate=` and `mixed_precision="mixed_float16"` (see `memory.ipynb`). From a shell:

@@ -25,10 +25,11 @@ from conftest import (
 import fcn
 from fcn.checkpoint import RunCheckpoint, read_state
 from fcn.classes import IGNORE_LABEL
+from fcn.config import TrainConfig
 from fcn.device import _search, extrapolate_batch_size
 from fcn.model import ATONCE_SCALES
 from fcn.recipes import RECIPES, CaffeSGD, segmentation_loss, skip_kernel_lr_mults
-from fcn.train import compile_for_training, input_fn
+from fcn.train import _recipe, compile_for_training, input_fn
 
 SCRIPT = Path(__file__).with_name("train_script.py")
 TINY_RUN = dict(weights=None, width=1 / 16, num_classes=3, verbose=0)
@@ -433,6 +434,16 @@ def test_two_logical_cpus_give_the_loss_of_one_device(tmp_path):
     # Equal up to dropout: each replica draws its own masks, so steps after the first differ by
     # ~1e-4 relative (seen: 1.096014 vs 1.095908 for the first epoch's mean).
     np.testing.assert_allclose(losses["two"], losses["one"], rtol=2e-3)
+
+
+@pytest.mark.parametrize("replicas", [1, 2, 4])
+def test_without_a_batch_size_each_replica_gets_the_recipes_batch(replicas):
+    """The default batch is per replica (2 crops of the practical recipe, one whole image of the
+    paper's on each), so the defaults split over any number of GPUs; a given batch_size is the
+    global batch."""
+    assert _recipe(TrainConfig(), replicas).batch_size == 2 * replicas
+    assert _recipe(TrainConfig(recipe="paper"), replicas).batch_size == replicas
+    assert _recipe(TrainConfig(batch_size=8), replicas).batch_size == 8
 
 
 def test_each_input_pipeline_reads_its_own_shard_of_the_files(shapes):
