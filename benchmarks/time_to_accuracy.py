@@ -212,7 +212,13 @@ def torch_worker(args) -> dict:
     from fcn.metrics import ConfusionMatrix
     from fcn.model import CROP_OFFSETS, INPUT_PAD
     from fcn.preprocessing import MEAN_BGR
-    from fcn.recipes import HEAD_SCORE, head_input_energy, skip_kernel_lr_mults, stable_rate_factor
+    from fcn.recipes import (
+        HEAD_ENERGY_IMAGES,
+        HEAD_SCORE,
+        head_input_energy,
+        skip_kernel_lr_mults,
+        stable_rate_factor,
+    )
     from fcn.train import _recipe, input_fn
     from fcn.vgg16 import VGG_BLOCKS
 
@@ -244,8 +250,9 @@ def torch_worker(args) -> dict:
     fc7 = keras.Model(source.input, source.get_layer("fc7").output)  # the score layers are 0
     expected = np.asarray(fc7(check)).transpose(0, 3, 1, 2)
     mults = skip_kernel_lr_mults(source)  # and the frozen blocks: fcn.train's for this body
-    first, _ = next(iter(input_fn(files, recipe, 0)(tf.distribute.InputContext())))
-    energy = head_input_energy(source, first)  # and score_fr's factor, from the same batch
+    first = input_fn(files, recipe, 0)(tf.distribute.InputContext())  # fcn.train's batches
+    first = [images for images, _ in first.take(-(-HEAD_ENERGY_IMAGES // recipe.batch_size))]
+    energy = np.mean([head_input_energy(source, images) for images in first])  # equal batches
     classes = source.get_layer(HEAD_SCORE).filters
     mults[HEAD_SCORE] = stable_rate_factor(energy, recipe.learning_rate, recipe.momentum, classes)
     frozen = set(recipe.frozen_layers())

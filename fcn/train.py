@@ -41,6 +41,7 @@ from fcn.device import (
 from fcn.inference.model_files import load_model
 from fcn.model import build_model
 from fcn.recipes import (
+    HEAD_ENERGY_IMAGES,
     RECIPES,
     Recipe,
     segmentation_loss,
@@ -451,10 +452,15 @@ def _check_initialised(model: keras.Model, source: keras.Model, path: str | os.P
 
 
 def _set_head_rate(model: keras.Model, recipe: Recipe, dataset_fn) -> None:
-    """:func:`~fcn.recipes.set_head_rate` on the run's first batch (the same crops its first
-    step trains on), said aloud where it lowers score_fr's rate."""
-    images, _ = next(iter(dataset_fn(tf.distribute.InputContext())))
-    energy, factor = set_head_rate(model, images, recipe)
+    """:func:`~fcn.recipes.set_head_rate` on the run's first batches, until they hold
+    :data:`~fcn.recipes.HEAD_ENERGY_IMAGES` images (the crops its first steps train on), said
+    aloud where it lowers score_fr's rate."""
+    batches = []
+    for images, _ in dataset_fn(tf.distribute.InputContext()):
+        batches.append(images)
+        if sum(len(batch) for batch in batches) >= HEAD_ENERGY_IMAGES:
+            break
+    energy, factor = set_head_rate(model, batches, recipe)
     if factor < 1:
         warnings.warn(
             f"score_fr's input (fc7 of these weights) has an energy of {energy:.3g} per pixel, "
