@@ -73,7 +73,7 @@ def test_one_and_a_half_times_the_stable_rate_blows_up(classes):
 def test_head_input_energy_is_that_of_fc7_through_dropout(dropout):
     """Without dropout :func:`head_input_energy` is the numpy mean over fc7's positions of the
     squared channel norms; with dropout one draw is within 5% of the mean over 16 draws (here
-    1024 channels x 36 positions) and at least twice the dropout-free energy (drop7 doubles it
+    1024 channels x 16 positions) and at least twice the dropout-free energy (drop7 doubles it
     in expectation, and drop6's noise cannot lower a ReLU's mean square: it is convex)."""
     keras.utils.set_random_seed(0)
     model = build_model("fcn8s", weights=None, dropout=dropout, width=1 / 4)
