@@ -1,4 +1,4 @@
-"""Issue 14: training images/s through Keras' ``fit`` and through ``fcn.loop``'s loop,
+"""Issue 14: training images/s through Keras' ``fit`` and through ``fcn.training.loop``'s loop,
 in one process and as one or two workers of a MultiWorkerMirroredStrategy cluster on 127.0.0.1.
 
 Every process is pinned to one core (``sched_setaffinity``, one intra- and one inter-op thread),
@@ -41,10 +41,10 @@ def worker(cell: str, args) -> dict:
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     import fcn
-    from fcn import loop
     from fcn.device import cpu_summary
-    from fcn.recipes import RECIPES
-    from fcn.train import compile_for_training, input_fn
+    from fcn.training import distribute, loop
+    from fcn.training.recipes import RECIPES
+    from fcn.training.train import compile_for_training, input_fn
 
     strategy = (
         tf.distribute.MultiWorkerMirroredStrategy()
@@ -60,7 +60,7 @@ def worker(cell: str, args) -> dict:
         model = fcn.build_model("fcn8s", weights=None, width=args.width, dropout=0.0)
         compile_for_training(model, recipe, 2 * args.steps, pretrained=False)
     if workers > 1:
-        loop.sync_from_chief(strategy, [*model.weights, *model.optimizer.variables])
+        distribute.sync_from_chief(strategy, [*model.weights, *model.optimizer.variables])
     dataset = strategy.distribute_datasets_from_function(input_fn(files, recipe, 0))
 
     class Clock(keras.callbacks.Callback):
@@ -85,7 +85,7 @@ def worker(cell: str, args) -> dict:
 
 
 def run_cell(cell: str, args) -> dict:
-    from fcn.loop import local_cluster
+    from fcn.training.distribute import local_cluster
 
     configs = local_cluster(2 if cell.endswith("2 workers") else 1) if "worker" in cell else [None]
     plain = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}

@@ -21,7 +21,8 @@ hold-out, which is the benchmark's own: the default recipe was chosen with it (s
 * ``torch``: the FCN8s of ``benchmarks/vs_pytorch.py`` (element-wise dropout, as fcn's) with
   ``fcn.train``'s recipe in PyTorch: SGD with momentum, Caffe's coupled weight decay 5e-4 on
   kernels, biases at twice the rate without decay, the skip layers' gradient factors
-  (:func:`fcn.recipes.skip_kernel_lr_mults`), the same schedule over the same number of steps,
+  (:func:`fcn.training.recipes.skip_kernel_lr_mults`),
+  the same schedule over the same number of steps,
   the loss averaged over labelled pixels; ``channels_last`` and, where the training precision is
   bf16, ``torch.autocast("cpu", torch.bfloat16)`` (decided by fcn's
   :func:`fcn.device.auto_mixed_precision` unless ``--set mixed_precision=...`` says).
@@ -159,7 +160,7 @@ def fcn_worker(args) -> dict:
     import fcn
     from fcn.classes import VOC_CLASSES
     from fcn.data import eval_dataset, voc_pairs
-    from fcn.recipes import HEAD_SCORE
+    from fcn.training.recipes import HEAD_SCORE
 
     train_ids, holdout_ids = split(args.voc)
     files, holdout = voc_pairs(args.voc, train_ids), voc_pairs(args.voc, holdout_ids)
@@ -186,7 +187,8 @@ def fcn_worker(args) -> dict:
 
     points = Points()
     overrides = _overrides(args.set)
-    points.batch = overrides.get("batch_size") or fcn.recipes.RECIPES["practical"].batch_size
+    practical = fcn.training.recipes.RECIPES["practical"]
+    points.batch = overrides.get("batch_size") or practical.batch_size
     keras.utils.set_random_seed(0)
     result = fcn.train(
         train_files=files, val_files=(), weights=args.weights, seed=0, verbose=0,
@@ -206,20 +208,20 @@ def torch_worker(args) -> dict:
 
     import fcn
     from fcn.classes import IGNORE_LABEL, VOC_CLASSES
-    from fcn.config import TrainConfig
     from fcn.data import eval_dataset, voc_pairs
     from fcn.device import auto_mixed_precision
     from fcn.metrics import ConfusionMatrix
     from fcn.model import CROP_OFFSETS, INPUT_PAD
     from fcn.preprocessing import MEAN_BGR
-    from fcn.recipes import (
+    from fcn.training.config import TrainConfig
+    from fcn.training.recipes import (
         HEAD_ENERGY_IMAGES,
         HEAD_SCORE,
         head_input_energy,
         skip_kernel_lr_mults,
         stable_rate_factor,
     )
-    from fcn.train import _recipe, input_fn
+    from fcn.training.train import _recipe, input_fn
     from fcn.vgg16 import VGG_BLOCKS
 
     torch.set_num_threads(os.cpu_count())
@@ -330,16 +332,17 @@ def torch_worker(args) -> dict:
 
 def step_cost(frozen: int, crop: int, batch: int, policy: str | None) -> dict:
     """Seconds per training crop of the full FCN-8s with ``frozen`` VGG blocks frozen: the step
-    ``fcn.train`` runs (:func:`fcn.train.compile_for_training`, :func:`fcn.loop.train_step`),
+    ``fcn.train`` runs (:func:`fcn.training.train.compile_for_training`,
+    :func:`fcn.training.loop.train_step`),
     fastest of 3 after one traced step, on one constant batch (no input pipeline)."""
     import keras
     import numpy as np
     import tensorflow as tf
 
     import fcn
-    from fcn.loop import train_step
-    from fcn.recipes import RECIPES
-    from fcn.train import compile_for_training
+    from fcn.training.loop import train_step
+    from fcn.training.recipes import RECIPES
+    from fcn.training.train import compile_for_training
 
     if policy:
         keras.mixed_precision.set_global_policy(policy)

@@ -32,7 +32,7 @@ def measure(batch: int, pipeline: bool, steps: int, voc: str, policy: str) -> di
     import tensorflow as tf
 
     import fcn
-    from fcn.recipes import RECIPES, segmentation_loss
+    from fcn.training.recipes import RECIPES, segmentation_loss
 
     keras.mixed_precision.set_global_policy(policy)
     model = fcn.build_model("fcn8s", weights=None)

@@ -23,11 +23,12 @@ build. Cells:
   the CPU's peak it reaches (``peak_share``: the cell's FLOPs per second over cores x clock x
   :data:`PEAK_FLOP_PER_CYCLE` of its precision; a training step counted as 3 forwards).
 * ``train 500x500 b1`` and ``train 320x320 b4``: one SGD step with momentum 0.9 and weight decay
-  5e-4 on the per-pixel mean cross-entropy ignoring 255 (fcn: :func:`fcn.train.compile_for_training`
-  with the practical recipe and :func:`fcn.loop.train_step`, the step ``fcn.train`` runs; before
+  5e-4 on the per-pixel mean cross-entropy ignoring 255 (fcn:
+  :func:`fcn.training.train.compile_for_training` with the practical recipe and
+  :func:`fcn.training.loop.train_step`, the step ``fcn.train`` runs; before
   Dec 2, 10:00 UTC ``train_on_batch``, i.e. ``fit``'s step).
 * ``--estimate``: fcn train cells at 320 and 500, batches 1, 2 and 4, beside
-  :func:`fcn.device.training_memory_estimate`.
+  :func:`fcn.training.batch_size.training_memory_estimate`.
 
 The PyTorch model is written here layer for layer as pytorch-fcn's ``FCN8s`` (conv1_1 padded by
 100, ceil-mode pools, 7x7 fc6, bilinear-shaped transposed convs, crops at fcn's
@@ -187,10 +188,10 @@ def fcn_cell(kind: str, size: int, batch: int, repeats: int, source: str, precis
     import keras
 
     import fcn
-    from fcn.device import training_memory_estimate
     from fcn.inference.streamed import compiled_forward
-    from fcn.recipes import RECIPES
-    from fcn.train import compile_for_training
+    from fcn.training.batch_size import training_memory_estimate
+    from fcn.training.recipes import RECIPES
+    from fcn.training.train import compile_for_training
 
     out = {"import_s": time.perf_counter() - start, "import_mib": rss_mib()["VmRSS"]}
     reset_peak()
@@ -218,7 +219,7 @@ def fcn_cell(kind: str, size: int, batch: int, repeats: int, source: str, precis
     else:
         import tensorflow as tf
 
-        from fcn.loop import train_step
+        from fcn.training.loop import train_step
 
         compile_for_training(model, RECIPES["practical"], total_batches=1000, pretrained=False)
         out["estimate_mib"] = training_memory_estimate(model, size, batch) / 2**20

@@ -59,7 +59,7 @@ class CaffeFormatError(ValueError):
     """Not a readable ``.caffemodel``, or not the net asked for; the message names the file and
     the first problem.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> path = tempfile.mkdtemp() + "/empty.caffemodel"
         >>> open(path, "wb").close()
@@ -78,7 +78,7 @@ class CaffeBlob:
         shape: as stored (a legacy blob: (num, channels, height, width)).
         offset: bytes from the start of the file to its packed little-endian float32 data.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> path = tempfile.mkdtemp() + "/net.caffemodel"
         >>> write_caffemodel(path, [("score", "Convolution", [np.eye(2).reshape(2, 2, 1, 1)])])
@@ -107,7 +107,7 @@ class CaffeBlob:
 class CaffeLayer:
     """A layer of a ``.caffemodel``: its name, type (``"Convolution"``, ...) and blobs.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> path = tempfile.mkdtemp() + "/v1.caffemodel"
         >>> write_caffemodel(path, [("up", "Deconvolution", [np.ones((3, 3, 4, 4))])], v1=True)
@@ -190,7 +190,7 @@ def read_caffemodel(path: str | os.PathLike) -> list[CaffeLayer]:
         CaffeFormatError: not a protobuf ``NetParameter`` with layers, or truncated (the
             message names the byte).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from fcn.caffe import write_caffemodel
         >>> path = tempfile.mkdtemp() + "/net.caffemodel"
@@ -269,7 +269,7 @@ def write_caffemodel(
     new layout, or with ``v1`` the V1 one with legacy 4-d blob shapes): for tests, examples and
     benchmarks, which cannot download the paper's files.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> path = tempfile.mkdtemp() + "/net.caffemodel"
         >>> write_caffemodel(path, [("fc", "Convolution", [np.zeros((4, 2, 1, 1)), np.ones(4)])])
@@ -329,7 +329,7 @@ def convert_caffe(caffemodel: str | os.PathLike, variant: str = "fcn8s") -> kera
         CaffeFormatError: the file is not a readable ``.caffemodel``, or not ``variant``'s net:
             the message names the first missing layer or wrong shape.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> source = build_model("fcn32s", weights=None, width=1 / 16)
         >>> path = tempfile.mkdtemp() + "/fcn32s.caffemodel"
@@ -386,7 +386,7 @@ def caffe_layers(model: keras.Model) -> list[tuple[str, str, list[np.ndarray]]]:
     """The ``(name, type, blobs)`` layers of a Caffe net with ``model``'s weights, in Caffe's
     layouts (the inverse of :func:`convert_caffe`'s mapping): for :func:`write_caffemodel`.
 
-    Example:
+    Examples:
         >>> model = build_model("fcn32s", weights=None, width=1 / 16)
         >>> name, kind, blobs = caffe_layers(model)[0]
         >>> name, kind, [b.shape for b in blobs]

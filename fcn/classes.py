@@ -22,7 +22,7 @@ IGNORE_LABEL: int = 255
 def default_class_names(num_classes: int) -> tuple[str, ...]:
     """:data:`VOC_CLASSES` for 21 classes, else ``class_0``, ``class_1``, ...
 
-    Example:
+    Examples:
         >>> default_class_names(3)
         ('class_0', 'class_1', 'class_2')
     """
@@ -35,7 +35,7 @@ def read_class_names(names: Sequence[str] | str | os.PathLike) -> tuple[str, ...
     """Class names from a sequence, or from a text file of one name per line (class 0 first;
     blank lines and ``#`` comments skipped). Names must be unique and non-empty.
 
-    Example:
+    Examples:
         >>> read_class_names(["background", "cat", "dog"])
         ('background', 'cat', 'dog')
     """
@@ -64,7 +64,7 @@ def voc_palette() -> np.ndarray:
 
     It is the bit-interleaving map of the VOC devkit's ``labelcolormap.m``.
 
-    Example:
+    Examples:
         >>> palette = voc_palette()
         >>> palette.shape, palette[1].tolist(), palette[15].tolist(), palette[255].tolist()
         ((256, 3), [128, 0, 0], [192, 128, 128], [224, 224, 192])

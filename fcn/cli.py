@@ -208,7 +208,7 @@ EXAMPLES = {
 }
 
 
-MULTI_WORKER = """several processes or machines (fcn.loop): start the same command once per
+MULTI_WORKER = """several processes or machines (fcn.training.loop): start the same command once per
 worker, each with its own TF_CONFIG; the first worker is the chief, the only one that reads
 the weights file and writes --run-dir; --batch-size is the global batch, split over workers:
   TF_CONFIG='{"cluster": {"worker": ["hostA:23456", "hostB:23456"]},
@@ -230,7 +230,7 @@ def _precision_option(parser: argparse.ArgumentParser, default: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The ``fcn`` command's argument parser: one subcommand per task, each with its examples.
 
-    Example:
+    Examples:
         >>> args = build_parser().parse_args(["train", "VOC2012", "--epochs", "2"])
         >>> args.command, args.voc_root, args.epochs, hasattr(args, "variant")  # only as given
         ('train', 'VOC2012', 2, False)
@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     0 done, 1 a run that did not succeed (training stopped on NaN, no batch fits), 2 a user
     error (one line ``fcn: error: ...`` on stderr), 130 interrupted.
 
-    Example:
+    Examples:
         >>> main([])  # no command: the help
         usage: fcn [-h] [--version] COMMAND ...
         ...

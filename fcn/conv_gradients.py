@@ -51,7 +51,7 @@ def native_convolutions() -> Iterator[None]:
     other runtimes read (LiteRT lacks ``ExtractImagePatches``, tf2onnx cannot shape its
     reshapes), at fc6's oneDNN speed.
 
-    Example:
+    Examples:
         >>> with native_convolutions():
         ...     conv2d(tf.zeros((1, 9, 9, 2)), tf.zeros((7, 7, 2, 4)), "VALID").shape
         TensorShape([1, 3, 3, 4])
@@ -69,7 +69,7 @@ def conv2d(x: tf.Tensor, kernel: tf.Tensor, padding) -> tf.Tensor:
     :data:`ROW_PRODUCT_KERNEL` rows and ``"VALID"`` padding, else ``tf.nn.conv2d`` (``padding``
     as it takes it: ``"SAME"``, ``"VALID"`` or explicit pairs).
 
-    Example:
+    Examples:
         >>> conv2d(tf.zeros((1, 9, 9, 2)), tf.zeros((7, 7, 2, 4)), "VALID").shape
         TensorShape([1, 3, 3, 4])
     """
@@ -86,7 +86,7 @@ def row_products(x: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
     reshaped to (k * Cin, Cout), summed over ``i``. Temporaries: one row's patches (``k * Cin``
     values per output position, for fc6 7/8 of the output's size) and the running sum.
 
-    Example:
+    Examples:
         >>> x, k = tf.random.normal((2, 9, 8, 3)), tf.random.normal((7, 7, 3, 5))
         >>> y = row_products(x, k)
         >>> y.shape, bool(tf.reduce_all(abs(y - tf.nn.conv2d(x, k, 1, "VALID")) < 1e-3))
@@ -117,7 +117,7 @@ def lean_conv2d(x: tf.Tensor, kernel: tf.Tensor, padding: str) -> tf.Tensor:
         (N, OH, OW, Cout): ``H`` and ``W`` with ``same`` padding, ``H - k + 1``, ``W - k + 1``
         with ``valid``.
 
-    Example:
+    Examples:
         >>> x, k = tf.random.normal((1, 9, 9, 4)), tf.random.normal((3, 3, 4, 5))
         >>> with tf.GradientTape() as tape:
         ...     tape.watch(k)
@@ -158,7 +158,7 @@ def patch_gradients(x: tf.Tensor, kernel: tf.Tensor, dy: tf.Tensor) -> tuple[tf.
     scattered back onto ``x``'s pixels. Temporaries: P and dP, each ``N * OH * OW * k * k * Cin``
     values; the kernel gradient is written once.
 
-    Example:
+    Examples:
         >>> x, k = tf.random.normal((1, 6, 6, 2)), tf.random.normal((3, 3, 2, 4))
         >>> dx, dk = patch_gradients(x, k, dy=tf.ones((1, 4, 4, 4)))
         >>> native = _native_gradients(x, k, tf.ones((1, 4, 4, 4)), "VALID")  # TensorFlow's
@@ -188,7 +188,7 @@ def banded_gradients(
     from the output rows that read it. Sizes known when traced that fit in one band take
     TensorFlow's own kernels (no loops to trace).
 
-    Example:
+    Examples:
         >>> x, k = tf.random.normal((1, 9, 9, 2)), tf.random.normal((3, 3, 2, 4))
         >>> dx, dk = banded_gradients(x, k, tf.ones((1, 9, 9, 4)), "SAME", band_bytes=1024)
         >>> native = _native_gradients(x, k, tf.ones((1, 9, 9, 4)), "SAME")  # TensorFlow's

@@ -20,7 +20,8 @@ from fcn.inference.evaluate import evaluate
 from fcn.inference.model_files import load_model
 from fcn.inference.predict import predict_files
 from fcn.model import class_names
-from fcn.train import train
+from fcn.training.checkpoint import read_log
+from fcn.training.train import train
 
 HONEST_NOTE = """\
 What these numbers mean: this is a smoke run of the whole pipeline (train -> checkpoint ->
@@ -36,7 +37,7 @@ def smoke_settings(weights: str | os.PathLike | None) -> tuple[str, dict]:
     a random initialisation at a from-scratch learning rate; with a Keras VGG16 weights file:
     the full FCN-8s from it at the default recipe's rate, batch 2.
 
-    Example:
+    Examples:
         >>> smoke_settings(None)[0]
         'model: a width-1/8 FCN-8s from a random initialisation (no weights file given)'
     """
@@ -64,7 +65,7 @@ def run_demo(
     ``confusion.png``, ``training_curves.png``, ``predictions/<id>.png`` (VOC palette label maps)
     and ``predictions/<id>_compare.png`` (image / ground truth / prediction).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> smoke_settings(None)[1]  # what it trains without weights (a few CPU minutes)
         {'weights': None, 'width': 0.125, 'batch_size': 4, 'learning_rate': 0.01}
@@ -90,7 +91,7 @@ def run_demo(
     (out / "metrics.txt").write_text(f"{scores.table()}\n\n{used}\n{HONEST_NOTE}\n")
     scores.save_json(out / "metrics.json")
     scores.plot_confusion(out / "confusion.png")
-    plots.plot_training_curves(out / "run", out / "training_curves.png")
+    plots.plot_training_curves(read_log(out / "run"), out / "training_curves.png")
     (out / "predictions").mkdir()
     for (image_path, prediction), label_path in zip(predict_files(val.images, model), val.labels):
         data.write_label(out / "predictions" / f"{image_path.stem}.png", prediction)

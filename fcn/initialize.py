@@ -45,7 +45,7 @@ class Unwritten(keras.initializers.Initializer):
     :func:`fcn.build_model` and :func:`load_keras_in_place` put the layer's real initializer
     back (:func:`restore_initializers`), so a saved model's config never names this class.
 
-    Example:
+    Examples:
         >>> layer = keras.layers.Conv2D(16, 3, kernel_initializer=Unwritten())
         >>> layer.build((None, None, None, 8))  # a kernel of whatever the memory held
         >>> write_glorot(layer.kernel)  # now written, slice by slice
@@ -61,7 +61,7 @@ def row_blocks(shape: tuple[int, ...]) -> Iterator[RowBlock]:
     """The row blocks, of at most :data:`SLICE_ELEMENTS` values, that cover a kernel of
     ``shape`` (..., C_in, C_out), in memory order.
 
-    Example:
+    Examples:
         >>> list(row_blocks((1, 2, 3, 4)))
         [((0, 0), 0, 3), ((0, 1), 0, 3)]
     """
@@ -84,7 +84,7 @@ def write_slices(variable, read: Callable[[RowBlock], np.ndarray]) -> None:
     training step (``benchmarks/README.md``, issue 12). A copy on another device (a GPU) is
     assembled in host memory and assigned whole.
 
-    Example:
+    Examples:
         >>> kernel = keras.Variable(np.zeros((2, 3, 4), "float32"))
         >>> write_slices(kernel, lambda block: np.full((block[2] - block[1], 4), block[0][0]))
         >>> kernel.numpy()[:, :, 0].tolist()  # each block's leading index
@@ -131,7 +131,7 @@ def glorot_limit(shape: tuple[int, ...]) -> float:
     """Bound of Keras' ``GlorotUniform`` for a conv kernel (kh, kw, C_in, C_out):
     sqrt(6 / (fan_in + fan_out)), fans = kh * kw * C_in and kh * kw * C_out.
 
-    Example:
+    Examples:
         >>> round(glorot_limit((7, 7, 512, 4096)), 6)
         0.005155
     """
@@ -144,7 +144,7 @@ def write_glorot(variable) -> None:
     initializer, bounds from the whole shape), from a generator seeded by Python's ``random``
     (so :func:`keras.utils.set_random_seed` makes builds repeatable).
 
-    Example:
+    Examples:
         >>> kernel = keras.Variable(np.zeros((3, 3, 8, 16), "float32"))
         >>> write_glorot(kernel)
         >>> bool(np.all(np.abs(kernel.numpy()) <= glorot_limit((3, 3, 8, 16)))), kernel.dtype
@@ -170,7 +170,7 @@ def h5_layer_weights(f: h5py.File) -> dict[str, tuple[h5py.Dataset, ...]]:
     ``.weights.h5`` (``layers/<auto name>/vars/0, 1``, the layer's name in the ``vars`` group's
     ``name`` attribute).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, name="fc")])
         >>> path = tempfile.mkdtemp() + "/model.weights.h5"; model.save_weights(path)
@@ -201,7 +201,7 @@ def h5_layer_weights(f: h5py.File) -> dict[str, tuple[h5py.Dataset, ...]]:
 def kernel_fits(stored: tuple[int, ...], shape: tuple[int, ...]) -> bool:
     """Whether a stored kernel is ``shape`` or its Dense view (prod(shape[:-1]), C_out).
 
-    Example:
+    Examples:
         >>> kernel_fits((25088, 4096), (7, 7, 512, 4096)), kernel_fits((4096,), (7, 7, 512, 4096))
         (True, False)
     """
@@ -213,7 +213,7 @@ def dataset_reader(kernel: h5py.Dataset, shape: tuple[int, ...]):
     either of that shape or Keras' Dense (prod(...) * C_in, C_out): ``fc1`` (25088, 4096) holds
     fc6's (7, 7, 512, 4096) in the same row-major order, so block rows map one to one.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> with h5py.File(tempfile.mkdtemp() + "/dense.h5", "w") as f:
         ...     dense = f.create_dataset("fc", data=np.arange(24.0).reshape(6, 4))  # (2 * 3, 4)
@@ -237,7 +237,7 @@ def restore_initializers(model: keras.Model) -> list[str]:
     back (what its config then names); returns those layers' names. Their kernels must be
     written (:func:`write_glorot`, :func:`write_slices`) by the caller.
 
-    Example:
+    Examples:
         >>> dense = keras.layers.Dense(2, kernel_initializer=Unwritten(), name="fc")
         >>> model = keras.Sequential([keras.Input((4,)), dense])
         >>> restore_initializers(model), type(dense.kernel_initializer).__name__
@@ -273,7 +273,7 @@ def load_keras_in_place(
         ValueError: not a ``.keras`` archive, or it lacks a layer's weights or holds another
             shape (named).
 
-    Example:
+    Examples:
         >>> import fcn, tempfile
         >>> path = tempfile.mkdtemp() + "/m.keras"
         >>> fcn.build_model("fcn8s", weights=None, width=1 / 16).save(path)

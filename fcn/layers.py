@@ -17,7 +17,7 @@ from fcn.conv_gradients import lean_conv2d
 def bilinear_filter(size: int) -> np.ndarray:
     """The (size, size) bilinear interpolation kernel of the reference FCN ``surgery.py``.
 
-    Example:
+    Examples:
         >>> (bilinear_filter(4) * 16).astype(int)
         array([[1, 3, 3, 1],
                [3, 9, 9, 3],
@@ -37,7 +37,7 @@ class BilinearUpsampling(keras.initializers.Initializer):
     Each class is upsampled on its own, exactly as ``surgery.interp`` fills Caffe's
     ``Deconvolution`` weights.
 
-    Example:
+    Examples:
         >>> kernel = np.asarray(BilinearUpsampling()((4, 4, 2, 2)))
         >>> kernel.shape, np.array_equal(kernel[:, :, 1, 1], bilinear_filter(4))
         ((4, 4, 2, 2), True)
@@ -63,7 +63,7 @@ class CaffeCrop(keras.layers.Layer):
     Called on ``[x, reference]``; the window starts ``offset`` pixels from the top-left corner of
     ``x`` on both axes. ``x`` is (N, H, W, C), ``reference`` is (N, h, w, any); output (N, h, w, C).
 
-    Example:
+    Examples:
         >>> x = np.arange(36, dtype="float32").reshape(1, 6, 6, 1)
         >>> CaffeCrop(offset=2)([x, np.zeros((1, 2, 3, 5))])[0, :, :, 0].numpy().tolist()
         [[14.0, 15.0, 16.0], [20.0, 21.0, 22.0]]
@@ -93,7 +93,7 @@ class ScoreCrop(CaffeCrop):
     :class:`CaffeCrop` that also names its C channels (``class_names``), so that a saved model
     knows its classes.
 
-    Example:
+    Examples:
         >>> crop = ScoreCrop(31, class_names=["background", "cat"])
         >>> scores = crop([np.zeros((1, 90, 90, 2)), np.zeros((1, 20, 30, 3))])  # onto the image
         >>> tuple(scores.shape), crop.get_config()["class_names"]
@@ -112,7 +112,7 @@ class ScoreCrop(CaffeCrop):
 class Scale(keras.layers.Layer):
     """Multiply by a fixed constant (the at-once FCN-8s scales pool4 by 0.01, pool3 by 1e-4).
 
-    Example:
+    Examples:
         >>> Scale(0.25)(np.array([[4.0, 8.0]], "float32")).numpy().tolist()
         [[1.0, 2.0]]
     """
@@ -146,7 +146,7 @@ class LeanConv2D(keras.layers.Conv2D):
       Measured on one 500x500 training step of the full FCN-8s (one run each): 200 MiB lower
       peak under oneDNN, no difference under Eigen.
 
-    Example:
+    Examples:
         >>> layer = LeanConv2D(8, 3, padding="same", activation="relu")
         >>> tuple(layer(np.zeros((1, 10, 10, 3), "float32")).shape)
         (1, 10, 10, 8)
@@ -173,7 +173,7 @@ class LeanConv2D(keras.layers.Conv2D):
 def label_dtype(num_classes: int) -> tf.DType:
     """The dtype of label maps of ``num_classes`` classes: uint8 up to 256, else int32.
 
-    Example:
+    Examples:
         >>> label_dtype(21), label_dtype(1000)
         (tf.uint8, tf.int32)
     """
@@ -183,7 +183,7 @@ def label_dtype(num_classes: int) -> tf.DType:
 def class_labels(logits: tf.Tensor) -> tf.Tensor:
     """Class indices (...) of scores (..., C), in :func:`label_dtype` (C).
 
-    Example:
+    Examples:
         >>> class_labels(tf.constant([[0.1, 2.0, -1.0], [3.0, 0.0, 0.0]])).numpy()
         array([1, 0], dtype=uint8)
     """
@@ -197,7 +197,7 @@ class ClassLabels(keras.layers.Layer):
     an exported labelling model (:mod:`fcn.inference.export`). A plain ``tf.argmax``, which
     LiteRT runs with its builtin ops (``keras.ops.argmax`` adds a bitwise op it lacks).
 
-    Example:
+    Examples:
         >>> ClassLabels()(np.array([[[[0.0, 1.0], [2.0, 1.0]]]], "float32")).numpy()
         array([[[1, 0]]], dtype=uint8)
     """

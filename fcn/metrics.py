@@ -24,7 +24,7 @@ class Scores(NamedTuple):
         iou: (C,) IoU per class (``iu``); NaN for a class neither labelled nor predicted.
         class_accuracy: (C,) recall per class, diag / row sum; NaN for a class never labelled.
 
-    Example:
+    Examples:
         >>> scores = ConfusionMatrix(np.array([[3, 1], [0, 4]])).scores()
         >>> scores.pixel_accuracy, scores.iou.tolist(), scores.class_accuracy.tolist()
         (0.875, [0.75, 0.8], [0.75, 1.0])
@@ -47,7 +47,7 @@ class ConfusionMatrix:
     TensorFlow ops, so :class:`MeanIoU` runs them inside a training graph; an instance holds
     NumPy counts for evaluation, results and plots.
 
-    Example:
+    Examples:
         >>> matrix = ConfusionMatrix(3).update([0, 1, 2, 255], [0, 1, 1, 0])
         >>> matrix.counts.sum(), round(matrix.scores().mean_iou, 4)
         (np.int64(3), 0.5)
@@ -175,7 +175,7 @@ class MeanIoU(keras.metrics.Metric):
     predictions agrees to ~1e-6: it also skips classes with an empty union and drops labels
     >= C, but accumulates in float32 (exact only to 2**24) and adds epsilon to the union.
 
-    Example:
+    Examples:
         >>> metric = MeanIoU(num_classes=2)
         >>> logits = np.array([[[[5.0, 0.0], [0.0, 5.0], [5.0, 0.0], [0.0, 5.0]]]])  # 0, 1, 0, 1
         >>> metric.update_state(np.array([[[0, 1, 1, 255]]]), logits)  # 255: not scored

@@ -76,7 +76,7 @@ holding the class names)."""
 def skip_layer_names(pool: str) -> tuple[str, str]:
     """(the at-once scaling, the score layer) of the skip branch off ``pool`` ("pool4").
 
-    Example:
+    Examples:
         >>> skip_layer_names("pool4")
         ('scale_pool4', 'score_pool4')
     """
@@ -100,7 +100,7 @@ class Topology:
         preprocess, pad, crop: the first layer, the padding in front of conv1_1, the last
             layer.
 
-    Example:
+    Examples:
         >>> t = topology("fcn16s")
         >>> t.chain[0], t.chain[-1], t.branches, t.upsampler
         ('conv1_1', 'score_fr', {'pool4': ('score_pool4',)}, 'upscore16')
@@ -123,7 +123,7 @@ class Topology:
 def topology(variant: str) -> Topology:
     """The :class:`Topology` of ``variant`` as :func:`build_model` builds it.
 
-    Example:
+    Examples:
         >>> t = topology("fcn8s_atonce")
         >>> len(t.chain), t.branches["pool4"], t.upsampler
         (23, ('scale_pool4', 'score_pool4'), 'upscore8')
@@ -142,7 +142,7 @@ def topology_of(model: keras.Model) -> Topology | None:
     None for a model that is not an FCN of :func:`build_model` by its layer names. Whether
     its graph really has that shape is for the reader to check (the names are the contract).
 
-    Example:
+    Examples:
         >>> topology_of(build_model("fcn8s_atonce", weights=None, width=1 / 16)).variant
         'fcn8s_atonce'
     """
@@ -152,7 +152,7 @@ def topology_of(model: keras.Model) -> Topology | None:
 def topology_named(names: set[str]) -> Topology | None:
     """:func:`topology_of` for a model with layers of these ``names`` (built or not: a config).
 
-    Example:
+    Examples:
         >>> topology_named({"conv1_1", "score"}) is None
         True
     """
@@ -184,7 +184,7 @@ def class_names(model: keras.Model) -> tuple[str, ...]:
     """The names of ``model``'s classes: those it was built with, else
     :func:`fcn.classes.default_class_names` of its class count.
 
-    Example:
+    Examples:
         >>> model = build_model("fcn8s", weights=None, width=1 / 16, class_names=["sky", "road"])
         >>> class_names(model)
         ('sky', 'road')
@@ -233,7 +233,7 @@ def build_model(
         :func:`topology` (``variant``). GPU memory growth is turned on first
         (:func:`fcn.device.enable_memory_growth`).
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> model = build_model("fcn8s", weights=None, width=1 / 16)
         >>> model(np.zeros((1, 37, 53, 3), np.uint8)).shape
@@ -313,7 +313,7 @@ def transfer_weights(source: keras.Model, target: keras.Model) -> list[str]:
     Returns the names of the copied layers (for staged training: FCN-16s from FCN-32s copies the
     VGG body, fc6, fc7 and score_fr; score_pool4 stays at zero).
 
-    Example:
+    Examples:
         >>> fcn32s = build_model("fcn32s", weights=None, width=1 / 16)
         >>> copied = transfer_weights(fcn32s, build_model("fcn16s", weights=None, width=1 / 16))
         >>> len(copied), copied[-3:], "score_pool4" in copied

@@ -7,10 +7,8 @@ notebook, run ``%matplotlib inline`` once so that a returned figure is shown.
 
 from __future__ import annotations
 
-import csv
 import os
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -18,7 +16,6 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from fcn.checkpoint import LOG_FILE
 from fcn.classes import IGNORE_LABEL, VOC_CLASSES, voc_palette
 from fcn.metrics import ConfusionMatrix
 
@@ -36,7 +33,7 @@ PathLike = str | os.PathLike
 def colorize(labels: np.ndarray) -> np.ndarray:
     """VOC colours of a label map: (H, W) integers in 0..255 -> (H, W, 3) uint8 RGB.
 
-    Example:
+    Examples:
         >>> colorize(np.array([[0, 1], [15, 255]])).tolist()
         [[[0, 0, 0], [128, 0, 0]], [[192, 128, 128], [224, 224, 192]]]
     """
@@ -57,7 +54,7 @@ def overlay(image: np.ndarray, labels: np.ndarray, alpha: float = 0.5) -> np.nda
         labels: (H, W) integer class indices, 255 void.
         alpha: weight of the class colour, 0 (image only) .. 1 (colour only).
 
-    Example:
+    Examples:
         >>> image = np.full((2, 2, 3), 100, np.uint8)
         >>> overlay(image, np.array([[0, 1], [255, 1]]))[..., 0].tolist()  # red 128 at class 1
         [[100, 114], [100, 114]]
@@ -107,7 +104,7 @@ def plot_segmentation(
         class_names: name of each class index.
         path: also save the figure there as a PNG.
 
-    Example:
+    Examples:
         >>> fig = plot_segmentation(np.zeros((32, 48, 3), np.uint8), np.ones((32, 48), np.uint8))
         >>> [ax.get_title() for ax in fig.axes], [t.get_text() for t in fig.legends[0].texts]
         (['image', 'prediction', 'prediction over image'], ['aeroplane'])
@@ -154,38 +151,23 @@ def plot_segmentation(
     return _finish(fig, path)
 
 
-def read_log(run_dir: PathLike) -> dict[str, np.ndarray]:
-    """The columns of ``run_dir/log.csv`` (or of that CSV file) as float arrays, NaN if empty.
-
-    Example:
-        >>> import tempfile
-        >>> run = Path(tempfile.mkdtemp())
-        >>> _ = (run / "log.csv").write_text("epoch,loss,val_mean_iou\\n0,2.5,\\n1,1.5,0.25\\n")
-        >>> {name: column.tolist() for name, column in read_log(run).items()}
-        {'epoch': [0.0, 1.0], 'loss': [2.5, 1.5], 'val_mean_iou': [nan, 0.25]}
-    """
-    log = Path(run_dir)
-    with open(log / LOG_FILE if log.is_dir() else log, newline="") as f:
-        rows = list(csv.DictReader(f))
-    columns = rows[0].keys() if rows else []
-    return {k: np.array([float(row[k] or "nan") for row in rows]) for k in columns}
-
-
-def plot_training_curves(run_dir: PathLike, path: PathLike | None = None) -> Figure:
-    """Loss and validation scores per epoch of a :func:`fcn.train` run directory.
+def plot_training_curves(
+    log: Mapping[str, np.ndarray], path: PathLike | None = None
+) -> Figure:
+    """Loss and validation scores per epoch of a :func:`fcn.train` run: ``log`` is its
+    ``log.csv`` as columns (:func:`fcn.training.checkpoint.read_log`).
 
     Left: every logged loss; right: every ``val_*`` score (fractions, e.g. ``val_mean_iou``).
     The x axis counts completed epochs (``log.csv``'s 0-based ``epoch`` + 1). Epochs without
     validation (``val_every`` > 1) are skipped on the right.
 
-    Example:
-        >>> import tempfile
-        >>> run = Path(tempfile.mkdtemp())
-        >>> _ = (run / "log.csv").write_text("epoch,loss,val_mean_iou\\n0,2.5,\\n1,1.5,0.25\\n")
-        >>> [(ax.get_title(), len(ax.lines)) for ax in plot_training_curves(run).axes]
+    Examples:
+        >>> log = {"epoch": np.array([0.0, 1.0]), "loss": np.array([2.5, 1.5]),
+        ...        "val_mean_iou": np.array([np.nan, 0.25])}
+        >>> [(ax.get_title(), len(ax.lines)) for ax in plot_training_curves(log).axes]
         [('loss', 1), ('validation', 1)]
     """
-    log = read_log(run_dir)
+    log = dict(log)
     epochs = log.pop("epoch", np.array([])) + 1
     losses = {k: v for k, v in log.items() if "loss" in k}
     metrics = {k: v for k, v in log.items() if k.startswith("val_") and k not in losses}
@@ -220,7 +202,7 @@ def plot_confusion(
         class_names: C names.
         path: also save the figure there as a PNG.
 
-    Example:
+    Examples:
         >>> fig = plot_confusion(np.array([[5, 1], [0, 4]]), ["background", "cat"])
         >>> fig.axes[0].get_title()
         'confusion (row-normalised), mean IoU 81.67%'
@@ -252,7 +234,7 @@ def plot_memory_growth(rows: Sequence[dict], path: PathLike | None = None) -> Fi
             as ``benchmarks/loader_memory.py`` prints them.
         path: also save the figure there as a PNG.
 
-    Example:
+    Examples:
         >>> rows = [{"pipeline": "fcn.data", "images": n, "peak_rss_mb": 500 + n / 100}
         ...         for n in (1_000, 10_000)]
         >>> plot_memory_growth(rows).axes[0].get_legend_handles_labels()[1]

@@ -27,7 +27,7 @@ class CaffePreprocess(keras.layers.Layer):
     """RGB 0..255 (any dtype) -> float BGR minus ``mean`` (BGR, default the ImageNet mean of
     Keras' VGG16, :data:`MEAN_BGR`). Shape (N, H, W, 3) kept.
 
-    Example:
+    Examples:
         >>> rgb = np.array([[[[124, 117, 104]]]], np.uint8)  # (1, 1, 1, 3)
         >>> bgr = CaffePreprocess()(rgb)  # BGR, minus MEAN_BGR
         >>> bgr.dtype, bgr.numpy().astype(float).round(3).tolist()

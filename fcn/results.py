@@ -6,14 +6,12 @@ import json
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fcn.metrics import ConfusionMatrix, Scores
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+from fcn.plots import plot_confusion
 
 
 @dataclass(frozen=True)
@@ -26,7 +24,7 @@ class EvaluationResult:
         class_names: C names, in class-index order.
         num_images: images evaluated.
 
-    Example:
+    Examples:
         >>> from fcn.metrics import ConfusionMatrix
         >>> matrix = ConfusionMatrix(2).update([0, 1, 1], [0, 1, 0])
         >>> result = EvaluationResult(matrix, ("a", "b"), num_images=1)
@@ -131,6 +129,4 @@ class EvaluationResult:
         Returns the matplotlib ``Figure`` (Agg canvas: no display needed); see
         :func:`fcn.plots.plot_confusion`.
         """
-        from fcn.plots import plot_confusion
-
         return plot_confusion(self.matrix, self.class_names, path)

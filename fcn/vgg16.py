@@ -31,7 +31,7 @@ FC_LAYERS: tuple[str, str] = ("fc6", "fc7")
 def conv_name(block: int, index: int) -> str:
     """The paper's name of the ``index``-th 3x3 conv of VGG block ``block`` (1-based).
 
-    Example:
+    Examples:
         >>> conv_name(4, 2)
         'conv4_2'
     """
@@ -41,7 +41,7 @@ def conv_name(block: int, index: int) -> str:
 def pool_name(block: int) -> str:
     """The paper's name of the max pool that ends VGG block ``block``.
 
-    Example:
+    Examples:
         >>> pool_name(4)
         'pool4'
     """
@@ -51,7 +51,7 @@ def pool_name(block: int) -> str:
 def body_layer_names() -> tuple[str, ...]:
     """The VGG body of every FCN in order, conv1_1 .. pool5 (18 layers).
 
-    Example:
+    Examples:
         >>> body_layer_names()[:3], len(body_layer_names())
         (('conv1_1', 'conv1_2', 'pool1'), 18)
     """
@@ -67,7 +67,7 @@ class WeightsUnavailableError(RuntimeError):
     Raised by :func:`imagenet_weights_path` (and so by ``fcn.build_model(weights="imagenet")``)
     with a message that names the file, the cache and the way out.
 
-    Example:
+    Examples:
         >>> issubclass(WeightsUnavailableError, RuntimeError)
         True
     """
@@ -82,7 +82,7 @@ def imagenet_weights_path() -> str:
     Raises:
         WeightsUnavailableError: the file is not cached and cannot be fetched or stored.
 
-    Example:
+    Examples:
         >>> import tempfile, unittest.mock
         >>> home = tempfile.mkdtemp()  # its "models" a file: no cache, fails before downloading
         >>> open(os.path.join(home, "models"), "w").close()
@@ -110,7 +110,7 @@ def imagenet_weights_path() -> str:
 def vgg16_to_fcn_names() -> dict[str, str]:
     """Keras VGG16 layer name -> FCN (Caffe) layer name.
 
-    Example:
+    Examples:
         >>> names = vgg16_to_fcn_names()
         >>> names["block4_conv2"], names["fc1"], len(names)
         ('conv4_2', 'fc6', 15)
@@ -135,7 +135,7 @@ def load_vgg16_weights(model: keras.Model, path: str) -> set[str]:
         ValueError: not a Keras VGG16 weights file; the message names the first missing layer
             or wrong shape.
 
-    Example:
+    Examples:
         >>> import fcn, tempfile
         >>> model = fcn.build_model("fcn8s", weights=None, width=1 / 16)
         >>> path = tempfile.mkdtemp() + "/vgg16.h5"

@@ -187,7 +187,8 @@ import keras
 
 import fcn
 from fcn import data, plots
-from fcn.demo import smoke_settings"""),
+from fcn.demo import smoke_settings
+from fcn.training.checkpoint import read_log"""),
     code("""\
 root = data.sample_voc_root()
 for split in ("train", "val"):
@@ -220,9 +221,10 @@ sorted(path.name for path in run_dir.iterdir())"""),
     md("""\
 ## Training curves
 
-`fcn.plots.plot_training_curves` reads `run_dir/log.csv`: the training loss, and the validation
-scores as fractions (mean IoU, pixel accuracy, mean class accuracy, frequency-weighted IoU)."""),
-    code("plots.plot_training_curves(run_dir)"),
+`fcn.plots.plot_training_curves` draws `run_dir/log.csv` (read by
+`fcn.training.checkpoint.read_log`): the training loss, and the validation scores as fractions
+(mean IoU, pixel accuracy, mean class accuracy, frequency-weighted IoU)."""),
+    code("plots.plot_training_curves(read_log(run_dir))"),
     md("""\
 ## Evaluate
 
@@ -330,11 +332,12 @@ growth"""),
 ## GPU memory
 
 On a GPU the limit is the card's memory, and the activations of a training step dominate it.
-`fcn.device.training_memory_estimate` adds up weights, momentum and the gradients in flight,
+`fcn.training.batch_size.training_memory_estimate`
+adds up weights, momentum and the gradients in flight,
 and 1.5x every layer's activation for a batch of crops (float32; the 1.5 is measured on the CPU,
 `benchmarks/README.md`). For the full-width FCN-8s:"""),
     code("""\
-from fcn.device import training_memory_estimate
+from fcn.training.batch_size import training_memory_estimate
 
 full = fcn.build_model("fcn8s", weights=None)  # random weights: the sizes are what matters
 for crop, batch in [(320, 1), (320, 8), (500, 1), (500, 8)]:

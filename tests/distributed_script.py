@@ -3,10 +3,11 @@
 TF_CONFIG=... python tests/distributed_script.py worker DATA RUN_DIR EPOCHS STEPS [resume slow val]
 python tests/distributed_script.py reference DATA EPOCHS STEPS CHIEF_CHECKPOINT
 
-``worker`` trains as the worker its ``TF_CONFIG`` names (:func:`fcn.loop.local_cluster`) through
-``fcn.train``; ``reference`` runs the same steps on the same global batches in one process,
-with the default strategy and with MirroredStrategy on two logical CPUs, and compares the final
-weights with the chief's checkpoint. Each prints one JSON line.
+``worker`` trains as the worker its ``TF_CONFIG`` names
+(:func:`fcn.training.distribute.local_cluster`) through ``fcn.train``; ``reference`` runs the
+same steps on the same global batches in one process, with the default strategy and with
+MirroredStrategy on two logical CPUs, and compares the final weights with the chief's
+checkpoint. Each prints one JSON line.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import fcn  # noqa: E402
-from fcn import loop  # noqa: E402
-from fcn.recipes import RECIPES  # noqa: E402
-from fcn.train import compile_for_training, input_fn  # noqa: E402
+from fcn.training import loop  # noqa: E402
+from fcn.training.recipes import RECIPES  # noqa: E402
+from fcn.training.train import compile_for_training, input_fn  # noqa: E402
 
 ROOT = fcn.data.write_synthetic_voc(
     DATA, 8, {"train": 8, "val": 2}, shapes=[(130, 90), (64, 64), (100, 150)], num_classes=3

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import fcn
 from fcn.conv_gradients import banded_gradients, conv2d, lean_conv2d, patch_gradients
-from fcn.recipes import RECIPES
-from fcn.train import compile_for_training
+from fcn.training.recipes import RECIPES
+from fcn.training.train import compile_for_training
 
 EPS = np.finfo(np.float32).eps
 

@@ -1,4 +1,4 @@
-"""Training across processes (fcn.loop): two workers on 127.0.0.1 equal one process on
+"""Training across processes (fcn.training.loop): two workers on 127.0.0.1 equal one process on
 the same global batches, only the chief writes, and a killed cluster resumes losing no epoch."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from fcn import loop
-from fcn.checkpoint import read_state
-from fcn.loop import local_cluster
+from fcn.training import distribute
+from fcn.training.checkpoint import read_state
+from fcn.training.distribute import local_cluster
 
 SCRIPT = Path(__file__).with_name("distributed_script.py")
 TIMEOUT = 300
@@ -58,7 +58,7 @@ def cluster(data, run_dirs, epochs: int, steps: int, *flags: str) -> list[subpro
 def test_cluster_ports_are_free_and_never_handed_out_by_the_system():
     """The workers' ports lie below the range Linux gives to port-0 binds and outgoing
     connections, so another test's server or client cannot take one before the workers bind."""
-    first_ephemeral = int(loop.EPHEMERAL_PORTS.read_text().split()[0])
+    first_ephemeral = int(distribute.EPHEMERAL_PORTS.read_text().split()[0])
     ports = [int(a.split(":")[1]) for a in json.loads(local_cluster(3)[0])["cluster"]["worker"]]
     assert len(set(ports)) == 3 and all(1024 <= p < first_ephemeral for p in ports), ports
     with socket.socket() as other:  # what a port-0 bind gets: never one of those
@@ -141,9 +141,10 @@ def test_the_loop_equals_keras_fit_on_one_device(policy, accumulate):
     each array's largest value in float32, identical in mixed precision)."""
     import keras
 
-    from fcn import build_model, loop
-    from fcn.recipes import RECIPES
-    from fcn.train import compile_for_training
+    from fcn import build_model
+    from fcn.training import loop
+    from fcn.training.recipes import RECIPES
+    from fcn.training.train import compile_for_training
 
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (4, 2, 48, 48, 3), dtype=np.uint8)

@@ -17,8 +17,8 @@ from fcn.plots import (
     plot_memory_growth,
     plot_segmentation,
     plot_training_curves,
-    read_log,
 )
+from fcn.training.checkpoint import read_log
 
 
 def test_colorize_gives_the_voc_devkit_colours():
@@ -83,7 +83,7 @@ def test_plot_segmentation_panels_legend_and_png(tmp_path):
         plot_segmentation(image, prediction[:10])
 
 
-def test_plot_training_curves_reads_log_csv(tmp_path):
+def test_plot_training_curves_of_a_read_log_csv(tmp_path):
     rows = [
         {"epoch": 0, "loss": 2.0, "val_mean_iou": "", "val_pixel_accuracy": ""},
         {"epoch": 1, "loss": 1.5, "val_mean_iou": 0.2, "val_pixel_accuracy": 0.6},
@@ -94,7 +94,7 @@ def test_plot_training_curves_reads_log_csv(tmp_path):
         writer.writeheader()
         writer.writerows(rows)
     assert np.isnan(read_log(tmp_path)["val_mean_iou"][0])
-    fig = plot_training_curves(tmp_path, path=tmp_path / "curves.png")
+    fig = plot_training_curves(read_log(tmp_path), path=tmp_path / "curves.png")
     loss_ax, val_ax = fig.axes
     (loss,) = loss_ax.get_lines()
     assert loss.get_xdata().tolist() == [1, 2, 3] and loss.get_ydata().tolist() == [2, 1.5, 1.1]
@@ -102,7 +102,7 @@ def test_plot_training_curves_reads_log_csv(tmp_path):
     assert iou.get_xdata().tolist() == [2, 3]  # the epoch without validation is left out
     assert val_ax.get_ylim() == (0, 1)
     _png(tmp_path / "curves.png", 10 * DPI, 3.8 * DPI)
-    same = plot_training_curves(tmp_path / "log.csv")
+    same = plot_training_curves(read_log(tmp_path / "log.csv"))
     assert same.axes[0].get_lines()[0].get_ydata().tolist() == [2, 1.5, 1.1]
 
 

@@ -179,7 +179,7 @@ def test_auto_mixed_precision_trains_in_bf16_where_native_and_records_the_choice
     "auto" again on the same hardware continues it; bf16 trains without loss scaling."""
     from conftest import write_shapes
 
-    from fcn.checkpoint import read_state
+    from fcn.training.checkpoint import read_state
 
     monkeypatch.setattr(fcn.device, "bf16_runs_natively", lambda: native)
     shapes = write_shapes(tmp_path / "shapes", 4, size=48)

@@ -22,14 +22,14 @@ from PIL import Image
 
 import fcn
 from fcn.classes import IGNORE_LABEL
-from fcn.config import INTEGERS, LIMITS, TrainConfig
 from fcn.data import SegmentationFiles
 from fcn.data.augment import Augmenter
 from fcn.data.decode import read_image, read_label, read_pair
 from fcn.data.errors import DataError
 from fcn.metrics import ConfusionMatrix
-from fcn.recipes import RECIPES
-from fcn.train import _check_batches, input_fn
+from fcn.training.config import INTEGERS, LIMITS, TrainConfig
+from fcn.training.recipes import RECIPES
+from fcn.training.train import _check_batches, input_fn
 
 sides = st.integers(1, 12)
 rgb8 = st.tuples(sides, sides).flatmap(lambda hw: arrays(np.uint8, (*hw, 3)))

@@ -1,4 +1,4 @@
-"""fcn.recipes: score_fr's rate from the energy of its input."""
+"""fcn.training.recipes: score_fr's rate from the energy of its input."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fcn import build_model
-from fcn.recipes import HEAD_SCORE, RECIPES, head_input_energy, stable_rate_factor
-from fcn.train import compile_for_training
+from fcn.training.recipes import HEAD_SCORE, RECIPES, head_input_energy, stable_rate_factor
+from fcn.training.train import compile_for_training
 
 
 def heavy_ball_losses(

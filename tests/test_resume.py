@@ -16,9 +16,9 @@ import pytest
 from conftest import write_shapes
 
 import fcn
-from fcn.checkpoint import STATE_FILE, read_state
-from fcn.config import TrainConfig
-from fcn.train import RESUME_SEED_STRIDE, input_fn
+from fcn.training.checkpoint import STATE_FILE, read_state
+from fcn.training.config import TrainConfig
+from fcn.training.train import RESUME_SEED_STRIDE, input_fn
 
 SCRIPT = Path(__file__).with_name("train_script.py")
 pytestmark = pytest.mark.xdist_group("resume")  # one worker: the one_epoch run is made once
@@ -116,7 +116,7 @@ def test_changed_data_settings_reach_the_input_pipeline_of_the_next_epoch(
         seen.append((len(files), recipe.crop_size, recipe.augment, seed))
         return input_fn(files, recipe, seed, num_classes)
 
-    monkeypatch.setattr(sys.modules["fcn.train"], "input_fn", recording)  # the module
+    monkeypatch.setattr(fcn.training.train, "input_fn", recording)
     run_dir = copy_run(one_epoch, tmp_path)
     fcn.train(train_files=shapes.shard(2, 0), val_files=(), run_dir=run_dir, epochs=2,
               resume=True, crop_size=32, augment=True, seed=5)  # fmt: skip

@@ -23,13 +23,14 @@ from conftest import (
 )
 
 import fcn
-from fcn.checkpoint import RunCheckpoint, read_state
 from fcn.classes import IGNORE_LABEL
-from fcn.config import TrainConfig
-from fcn.device import _search, extrapolate_batch_size
 from fcn.model import ATONCE_SCALES
-from fcn.recipes import RECIPES, CaffeSGD, segmentation_loss, skip_kernel_lr_mults
-from fcn.train import _recipe, compile_for_training, input_fn
+from fcn.training.batch_size import _search, extrapolate_batch_size
+from fcn.training.checkpoint import RunCheckpoint, read_state
+from fcn.training.config import TrainConfig
+from fcn.training.optimizer import CaffeSGD
+from fcn.training.recipes import RECIPES, segmentation_loss, skip_kernel_lr_mults
+from fcn.training.train import _recipe, compile_for_training, input_fn
 
 SCRIPT = Path(__file__).with_name("train_script.py")
 TINY_RUN = dict(weights=None, width=1 / 16, num_classes=3, verbose=0)

@@ -34,7 +34,7 @@ common = dict(
 
 
 if MODE == "kill-in-write":
-    from fcn import checkpoint
+    from fcn.training import checkpoint
 
     write_atomically = checkpoint._replace_atomically
 

@@ -50,7 +50,7 @@ class Augmenter:
         scale_range: (min, max) scale factor, sampled uniformly per sample.
         jitter: also randomise brightness, contrast, saturation and hue (image only).
 
-    Example:
+    Examples:
         >>> augment = Augmenter(crop_size=64)
         >>> image, label = augment(np.zeros((50, 80, 3), np.uint8), np.ones((50, 80), np.uint8), 7)
         >>> image.shape, label.shape, set(np.unique(label)) <= {1, 255}  # 255: padding

@@ -47,7 +47,7 @@ def read_image(image: ImageLike) -> np.ndarray:
             no pixels, of another shape (channels first, a batch: naming the fix), or with
             values its dtype does not allow (saying which range was expected).
 
-    Example:
+    Examples:
         >>> read_image(np.zeros((2, 3), np.uint8)).shape
         (2, 3, 3)
         >>> read_image(np.full((1, 1, 3), 0.5))[0, 0].tolist()  # a float image in 0..1
@@ -138,7 +138,7 @@ def check_label(label, num_classes: int, name: str, shape: tuple[int, int] | Non
     Raises:
         DataError: naming ``name``, the problem and what was expected.
 
-    Example:
+    Examples:
         >>> check_label(np.array([[0, 1], [255, 2]]), 3, "a label").dtype
         dtype('uint8')
         >>> check_label(np.array([[0, 4]]), 3, "a label")
@@ -185,7 +185,7 @@ def read_label(path: str | os.PathLike, num_classes: int = NUM_CLASSES) -> np.nd
     :class:`DataError` naming the file if it cannot be read or holds a value outside
     ``0..num_classes-1`` and 255.
 
-    Example:
+    Examples:
         >>> from fcn.data import sample_voc_root
         >>> label = read_label(sample_voc_root() / "SegmentationClass" / "2007_000033.png")
         >>> label.shape, label.dtype, np.unique(label).tolist()
@@ -207,7 +207,7 @@ def read_label(path: str | os.PathLike, num_classes: int = NUM_CLASSES) -> np.nd
 def write_label(path: str | os.PathLike, label: np.ndarray) -> None:
     """Save a (H, W) uint8 class index map as a VOC-style palette PNG (readable by read_label).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "label.png")
         >>> write_label(path, np.array([[0, 1], [15, 255]], np.uint8))
@@ -224,7 +224,7 @@ def read_pair(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(image uint8 (H, W, 3), label uint8 (H, W)), checked to be the same size.
 
-    Example:
+    Examples:
         >>> from fcn.data import sample_voc_root
         >>> root = sample_voc_root()
         >>> image, label = read_pair(root / "JPEGImages" / "2007_000033.jpg",

@@ -21,7 +21,7 @@ CHUNK_BYTES = 1 << 20
 class Archive:
     """A dataset archive: where to get it, its MD5 and the folder it unpacks to (relative).
 
-    Example:
+    Examples:
         >>> VOC2012.url.rsplit("/", 1)[-1], VOC2012.root
         ('VOCtrainval_11-May-2012.tar', 'VOCdevkit/VOC2012')
     """
@@ -54,7 +54,7 @@ def download_voc(
 
     Pass the result to :func:`fcn.data.voc_pairs`. See :func:`download_archive`.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> dest = Path(tempfile.mkdtemp())
         >>> (dest / "VOCtrainval_11-May-2012.tar.extracted").touch()  # as a finished run leaves
@@ -71,7 +71,7 @@ def download_sbd(
 
     Pass the result to :func:`fcn.data.sbd_pairs`. See :func:`download_archive`.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> dest = Path(tempfile.mkdtemp())
         >>> (dest / "benchmark.tgz.extracted").touch()  # as a finished run leaves it
@@ -90,7 +90,7 @@ def download_archive(archive: Archive, dest: str | os.PathLike, *, progress: boo
     ignores ranges). A download whose MD5 differs is deleted and raises :class:`DataError`.
     Network failures raise ``urllib.error.URLError`` (an ``OSError``).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> src = Path(tempfile.mkdtemp())
         >>> (src / "toy").mkdir(); _ = (src / "toy" / "a.txt").write_text("a")
@@ -118,7 +118,7 @@ def fetch(url: str, path: Path, md5: str | None, *, progress: bool = False) -> N
     """Download ``url`` to ``path`` through ``path.part``, resuming it, and check its MD5
     (``None``: a file without a published checksum, not checked).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> src, dest = Path(tempfile.mkdtemp(), "a.bin"), Path(tempfile.mkdtemp(), "a.bin")
         >>> _ = src.write_bytes(b"data")

@@ -21,7 +21,7 @@ class DataError(ValueError):
     ``tf.data`` pipeline TensorFlow re-raises it as ``tf.errors.InvalidArgumentError`` whose
     message starts with this error's text (file name included).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from fcn.data import voc_pairs
         >>> voc_pairs(tempfile.mkdtemp(), "train")
@@ -36,7 +36,7 @@ def data_errors_named() -> Iterator[None]:
     ``tf.data`` pipeline as that DataError: one line naming the file, not TensorFlow's
     traceback of the decoder thread. Other errors pass unchanged.
 
-    Example:
+    Examples:
         >>> with data_errors_named():
         ...     raise tf.errors.InvalidArgumentError(None, None, "... DataError: a.png: empty")
         Traceback (most recent call last):
@@ -57,7 +57,7 @@ class SkipLog:
     ``len(log)`` is the number of skipped files or pairs and ``log.entries`` lists
     ``(file, reason)``; every skip is also logged as a warning on the ``fcn.data`` logger.
 
-    Example:
+    Examples:
         >>> log = SkipLog()
         >>> report([("a.png", "empty file (0 bytes)")], "1 bad pair", on_error=log)
         >>> len(log), log.entries
@@ -94,7 +94,7 @@ warning. A :class:`SkipLog`: skip, log, and record each skipped pair in it."""
 def skip_log(on_error: OnError) -> SkipLog | None:
     """The log to skip into, or None when errors must be raised.
 
-    Example:
+    Examples:
         >>> skip_log("raise") is None, type(skip_log("skip")).__name__
         (True, 'SkipLog')
     """
@@ -115,7 +115,7 @@ def report(problems: list[tuple[str, str]], summary: str, on_error: OnError) -> 
         summary: what went wrong as a whole, first in the error message.
         on_error: see :data:`OnError`.
 
-    Example:
+    Examples:
         >>> report([("a.png", "no label"), ("b.png", "no label")], "2 unmatched", "raise")
         Traceback (most recent call last):
         fcn.data.errors.DataError: 2 unmatched: a.png (no label); b.png (no label)

@@ -21,7 +21,7 @@ class SegmentationFiles:
     Build it with :meth:`from_lists`, :meth:`from_folders` or the VOC/SBD listings; a million
     pairs cost two tuples of strings.
 
-    Example:
+    Examples:
         >>> from fcn.data import sample_voc_root
         >>> root = sample_voc_root()
         >>> files = SegmentationFiles.from_folders(root / "JPEGImages", root / "SegmentationClass")
@@ -102,7 +102,7 @@ class SegmentationFiles:
     def duplicates(self) -> list[tuple[str, str]]:
         """The pairs that occur more than once, each named once, in order.
 
-        Example:
+        Examples:
             >>> files = SegmentationFiles(("a.jpg", "b.jpg", "a.jpg"), ("a.png", "b.png", "a.png"))
             >>> files.duplicates()
             [('a.jpg', 'a.png')]

@@ -79,7 +79,7 @@ def train_dataset(
         Dataset of ``(image uint8 (batch, crop, crop, 3), label uint8 (batch, crop, crop))``;
         images are RGB 0..255 (the model does its own preprocessing).
 
-    Example:
+    Examples:
         >>> from fcn.data import sample_voc_root, voc_pairs
         >>> files = voc_pairs(sample_voc_root(), "train")
         >>> for images, labels in train_dataset(files, crop_size=64, batch_size=4, seed=0).take(1):
@@ -129,7 +129,7 @@ def eval_dataset(
     Returns:
         Dataset of ``(image uint8 (H, W, 3), label uint8 (H, W))``, H and W varying per image.
 
-    Example:
+    Examples:
         >>> from fcn.data import sample_voc_root, voc_pairs
         >>> for image, label in eval_dataset(voc_pairs(sample_voc_root(), "val")).take(2):
         ...     print(image.shape, label.shape)

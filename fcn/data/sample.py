@@ -11,7 +11,7 @@ SAMPLE_DIR = Path(__file__).resolve().parents[1] / "resources" / "voc_sample"
 def sample_voc_root() -> Path:
     """``VOCdevkit/VOC2012`` of the embedded sample: 12 train and 8 val ids, all 20 classes.
 
-    Example:
+    Examples:
         >>> root = sample_voc_root()
         >>> root.name, len(list((root / "JPEGImages").glob("*.jpg")))
         ('VOC2012', 20)

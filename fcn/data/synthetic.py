@@ -42,7 +42,7 @@ def write_synthetic_voc(
     Returns:
         The VOC2012 root, ready for :func:`fcn.data.voc_pairs`.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from fcn.data import read_pair, voc_pairs
         >>> root = write_synthetic_voc(tempfile.mkdtemp(), 3, {"train": 2, "val": 1},

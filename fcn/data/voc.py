@@ -18,7 +18,7 @@ SBD_SPLITS: tuple[str, ...] = ("train", "val")
 def voc_root(root: str | os.PathLike) -> Path:
     """The ``VOC2012`` folder given it, ``VOCdevkit`` or the folder holding ``VOCdevkit``.
 
-    Example:
+    Examples:
         >>> from fcn.data import SAMPLE_DIR, sample_voc_root
         >>> voc_root(SAMPLE_DIR) == voc_root(SAMPLE_DIR / "VOCdevkit") == sample_voc_root()
         True
@@ -29,7 +29,7 @@ def voc_root(root: str | os.PathLike) -> Path:
 def sbd_root(root: str | os.PathLike) -> Path:
     """SBD's ``dataset`` folder given it, ``benchmark_RELEASE`` or the folder holding that.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> top = Path(tempfile.mkdtemp())
         >>> (top / "benchmark_RELEASE" / "dataset" / "cls").mkdir(parents=True)
@@ -42,7 +42,7 @@ def sbd_root(root: str | os.PathLike) -> Path:
 def read_ids(path: str | os.PathLike) -> list[str]:
     """The image ids of a split file: one per line, blank lines ignored.
 
-    Example:
+    Examples:
         >>> from fcn.data import sample_voc_root
         >>> ids = read_ids(sample_voc_root() / "ImageSets" / "Segmentation" / "train.txt")
         >>> len(ids), ids[0]
@@ -58,7 +58,7 @@ def read_ids(path: str | os.PathLike) -> list[str]:
 def voc_ids(root: str | os.PathLike, split: str) -> list[str]:
     """Ids of a VOC 2012 segmentation split (``ImageSets/Segmentation/<split>.txt``).
 
-    Example:
+    Examples:
         >>> from fcn.data import sample_voc_root
         >>> len(voc_ids(sample_voc_root(), "val")), voc_ids(sample_voc_root(), "val")[0]
         (8, '2007_000033')
@@ -69,7 +69,7 @@ def voc_ids(root: str | os.PathLike, split: str) -> list[str]:
 def sbd_ids(root: str | os.PathLike, split: str) -> list[str]:
     """Ids of an SBD split (``benchmark_RELEASE/dataset/<split>.txt``).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> dataset = Path(tempfile.mkdtemp(), "benchmark_RELEASE", "dataset")
         >>> (dataset / "cls").mkdir(parents=True)
@@ -85,7 +85,7 @@ def seg11valid_ids() -> list[str]:
 
     Shipped as package data (``fcn/resources/seg11valid.txt``, provenance in its README).
 
-    Example:
+    Examples:
         >>> ids = seg11valid_ids()
         >>> len(ids), len(set(ids)), ids[0]
         (736, 736, '2007_000033')
@@ -105,7 +105,7 @@ def voc_pairs(
         on_error: pairs with a missing file raise a :class:`DataError` naming them, or are
             skipped (see :data:`fcn.data.OnError`).
 
-    Example:
+    Examples:
         >>> from fcn.data import sample_voc_root
         >>> files = voc_pairs(sample_voc_root(), "train")
         >>> len(files), Path(files.images[0]).name, Path(files.labels[0]).name
@@ -126,7 +126,7 @@ def sbd_pairs(
         split: ``"train"`` (8,498 ids), ``"val"`` (2,857) or an explicit list of ids.
         on_error: as in :func:`voc_pairs`.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> dataset = Path(tempfile.mkdtemp(), "benchmark_RELEASE", "dataset")
         >>> for folder, name in (("img", "2008_000002.jpg"), ("cls", "2008_000002.mat")):
@@ -142,7 +142,7 @@ def sbd_pairs(
 def exclude_ids(ids: Iterable[str], *excluded: Iterable[str]) -> list[str]:
     """The sorted distinct ``ids`` that are in none of ``excluded``.
 
-    Example:
+    Examples:
         >>> exclude_ids(["b", "a", "c", "a"], ["c"], ["d"])
         ['a', 'b']
     """
@@ -158,7 +158,7 @@ def train_aug_pairs(
     Ids in VOC 2012 train use VOC's files (finer labels, with void borders); the others use
     SBD's. No id of VOC 2012 val is included, so that split stays a fair validation set.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from fcn.data import sample_voc_root
         >>> voc, sbd = sample_voc_root(), Path(tempfile.mkdtemp(), "dataset")
@@ -180,7 +180,7 @@ def train_aug_pairs(
 def seg11valid_pairs(voc: str | os.PathLike, *, on_error: OnError = "raise") -> SegmentationFiles:
     """The 736 ``seg11valid`` pairs (:func:`seg11valid_ids`) read from a VOC 2012 folder.
 
-    Example:
+    Examples:
         >>> from fcn.data import sample_voc_root
         >>> seg11valid_pairs(sample_voc_root())  # the 20-image sample lacks most of them
         Traceback (most recent call last):

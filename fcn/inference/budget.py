@@ -58,7 +58,7 @@ class Budget:
         batch_pixels: most input pixels (batch x rows x columns) of a batch of equal-size
             images.
 
-    Example:
+    Examples:
         >>> Budget.default(streams=True)
         Budget(max_pixels=25000000, batch_pixels=2000000)
         >>> Budget.default(streams=True, max_pixels=500_000).tiles(1000, 1000)
@@ -89,7 +89,7 @@ def fits_one_pass(height: int, width: int, max_pixels: int) -> bool:
     """Whether a (height, width) image runs in one forward pass of at most ``max_pixels``
     input pixels (else: in tiles).
 
-    Example:
+    Examples:
         >>> fits_one_pass(375, 500, WHOLE_MAX_PIXELS), fits_one_pass(4000, 6000, WHOLE_MAX_PIXELS)
         (True, False)
     """
@@ -100,7 +100,7 @@ def runs_whole(batch: int, height: int, width: int, pad: int) -> bool:
     """Whether a streamable pass of ``batch`` images of (height, width) pixels, padded by
     ``pad`` per side, is small enough (:data:`WHOLE_PIXELS`) to run whole.
 
-    Example:
+    Examples:
         >>> runs_whole(1, 100, 100, pad=100), runs_whole(1, 375, 500, pad=100)
         (True, False)
     """

@@ -21,6 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from fcn.data import eval_dataset, voc_pairs
 from fcn.data.decode import check_label, read_image
 from fcn.data.errors import DataError, data_errors_named
 from fcn.device import Precision
@@ -35,8 +36,6 @@ from fcn.results import EvaluationResult
 
 def _pairs(data, split: str, num_classes: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     if isinstance(data, (str, os.PathLike)):
-        from fcn.data import eval_dataset, voc_pairs
-
         data = eval_dataset(voc_pairs(data, split), num_classes=num_classes)
     if isinstance(data, tf.data.Dataset):
         data = data.as_numpy_iterator()
@@ -114,7 +113,7 @@ def evaluate(
         An :class:`~fcn.results.EvaluationResult`: pixel accuracy, mean accuracy, mean IoU,
         frequency-weighted IoU, per-class IoU, the int64 confusion matrix, images and pixels.
 
-    Example:
+    Examples:
         >>> import fcn
         >>> model = fcn.build_model("fcn8s", weights=None, width=1 / 16)
         >>> image, label = np.zeros((40, 60, 3), np.uint8), np.zeros((40, 60), np.uint8)
@@ -174,7 +173,7 @@ class EvaluationCallback(keras.callbacks.Callback):
     It evaluates the model in the precision it trains in (``precision=None`` unless
     ``evaluate_kwargs`` say otherwise), so that no copy of it is made.
 
-    Example:
+    Examples:
         >>> import fcn
         >>> model = fcn.build_model("fcn8s", weights=None, width=1 / 16)
         >>> model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))

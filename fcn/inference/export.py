@@ -65,7 +65,7 @@ def serving_model(model: keras.Model, output: Output = "labels") -> keras.Model:
     one output named ``output``: labels (N, H, W) or logits (N, H, W, C). It shares
     ``model``'s weights.
 
-    Example:
+    Examples:
         >>> import fcn, numpy as np
         >>> served = serving_model(fcn.build_model("fcn8s", weights=None, width=1 / 16))
         >>> out = served(np.zeros((2, 40, 50, 3), np.uint8))
@@ -151,7 +151,7 @@ class Format:
             Eigen kernels: SavedModel 0.05 / 0.11, LiteRT 9.4 / 7.7, ONNX 4.2 / 3.1).
         write: ``write(serving_model, input_spec, path)``.
 
-    Example:
+    Examples:
         >>> FORMATS["litert"].suffix, round(FORMATS["litert"].memory * 513 / 1024, 1)  # GiB
         ('.tflite', 5.0)
     """
@@ -234,7 +234,7 @@ def export_model(
     Returns:
         ``path``.
 
-    Example:
+    Examples:
         >>> import fcn, numpy as np, tempfile, tensorflow as tf
         >>> model = fcn.build_model("fcn8s", weights=None, width=1 / 16)
         >>> folder = export_model(model, tempfile.mkdtemp() + "/fcn8s", "saved_model")

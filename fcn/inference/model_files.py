@@ -1,5 +1,5 @@
-"""Model files: the paper's trained models by name, where a default model is looked for, its
-checksum, and safe loading.
+"""Model files: a known model's file (downloaded and converted once), where a default model is
+looked for, its checksum, and safe loading.
 
 The one place that opens a ``.keras`` file for inference: :func:`load_model` (``fcn.predict``,
 ``fcn.evaluate`` through the CLI, the demo) deserialises in Keras' safe mode (no arbitrary
@@ -7,9 +7,9 @@ code: the FCN has no Lambda layers) and checks the file against a ``SHA256SUMS``
 resumed training run builds its model from its recorded settings and reads only the values of
 its checkpoint: :func:`fcn.train`.)
 
-:data:`KNOWN_MODELS` are the paper's trained VOC models, released as Caffe files: by name
-(``load_model("fcn8s-voc")``) the file is downloaded once from the authors' address into Keras'
-cache (resumable, MD5-checked where a checksum is published), converted once
+The models known by name are :data:`fcn.presets.PRESETS` (the paper's trained VOC models,
+released as Caffe files): by name (``load_model("fcn8s-voc")``) the file is downloaded once
+from the authors' address into Keras' cache (resumable, MD5-checked where a checksum is published), converted once
 (:func:`fcn.convert_caffe`) and kept as ``<name>.keras`` in the cache's ``fcn`` folder.
 """
 
@@ -27,45 +27,7 @@ from fcn.data.download import fetch
 from fcn.device import Precision, enable_memory_growth, resolve_precision
 from fcn.inference.precision import set_precision
 from fcn.initialize import load_keras_in_place
-
-CAFFE_MODELS_URL = "http://dl.caffe.berkeleyvision.org/"
-"""Where the FCN authors publish their trained Caffe models (``fcn.berkeleyvision.org``);
-``$FCN_MODELS_URL`` replaces it (a mirror, ending in ``/``)."""
-
-
-@dataclass(frozen=True)
-class KnownModel:
-    """One of the paper's trained models.
-
-    Attributes:
-        variant: its :data:`fcn.VARIANTS` name.
-        caffemodel: the file name under :data:`CAFFE_MODELS_URL`.
-        md5: its MD5, or None where no checksum is published (the conversion still refuses a
-            truncated file or one with other layers or shapes).
-
-    Example:
-        >>> known = KNOWN_MODELS["fcn8s-voc"]
-        >>> known.variant, CAFFE_MODELS_URL + known.caffemodel
-        ('fcn8s', 'http://dl.caffe.berkeleyvision.org/fcn8s-heavy-pascal.caffemodel')
-    """
-
-    variant: str
-    caffemodel: str
-    md5: str | None
-
-
-KNOWN_MODELS: dict[str, KnownModel] = {
-    "fcn8s-voc": KnownModel("fcn8s", "fcn8s-heavy-pascal.caffemodel",
-                            "c03b2953ebd846c270da1a8e8f200c09"),
-    "fcn16s-voc": KnownModel("fcn16s", "fcn16s-heavy-pascal.caffemodel", None),
-    "fcn32s-voc": KnownModel("fcn32s", "fcn32s-heavy-pascal.caffemodel", None),
-    "fcn8s-atonce-voc": KnownModel("fcn8s_atonce", "fcn8s-atonce-pascal.caffemodel", None),
-}  # fmt: skip
-"""The paper's VOC models by name (the file names of the authors' model zoo). The MD5 of
-fcn8s-heavy-pascal is the one wkentaro/fcn checks for the same download."""
-
-DEFAULT_MODEL = "fcn8s-voc"
-"""The model :func:`load_model` (and ``fcn.predict``, ``fcn predict``) use when none is given."""
+from fcn.presets import CAFFE_MODELS_URL, DEFAULT_MODEL, PRESETS, preset
 
 DEFAULT_MODEL_FILE = f"{DEFAULT_MODEL}.keras"
 """Its file name: a model trained or converted by hand and placed in :func:`weights_dirs`
@@ -76,7 +38,7 @@ class ModelUnavailableError(RuntimeError):
     """A known model is not cached and could not be downloaded; the message says from where
     and how to place the file by hand.
 
-    Example:
+    Examples:
         >>> issubclass(ModelUnavailableError, RuntimeError)  # the CLI's one-line user errors
         True
     """
@@ -91,7 +53,7 @@ def weights_dirs() -> list[Path]:
     ``$KERAS_HOME/models/fcn`` (default ``~/.keras/models/fcn``). Nothing inside the installed
     package: site-packages is no place for a 500 MB model.
 
-    Example:
+    Examples:
         >>> [d.name for d in weights_dirs()][-2:]
         ['weights', 'fcn']
     """
@@ -105,7 +67,7 @@ def check_sum(path: str | os.PathLike) -> None:
     Raises:
         ValueError: the file's SHA-256 differs from the listed one (damaged or replaced).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> path = Path(tempfile.mkdtemp(), "m.keras")
         >>> _ = path.write_bytes(b"model"), (path.parent / CHECKSUM_FILE).write_text(
@@ -142,7 +104,7 @@ def cache_dir() -> Path:
     """Keras' per-user cache, ``$KERAS_HOME/models`` (default ``~/.keras/models``), read at
     call time: where known models' Caffe files are downloaded.
 
-    Example:
+    Examples:
         >>> cache_dir().name
         'models'
     """
@@ -157,7 +119,7 @@ def known_model_path(name: str) -> Path:
         ModelUnavailableError: not cached and the download failed (offline, a wrong checksum):
             the message names the file, the address and how to place it by hand.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from fcn import build_model
         >>> folder = Path(tempfile.mkdtemp())
@@ -170,7 +132,7 @@ def known_model_path(name: str) -> Path:
     for folder in weights_dirs():
         if (folder / f"{name}.keras").exists():
             return folder / f"{name}.keras"
-    known = KNOWN_MODELS[name]
+    known = preset(name)
     base = os.environ.get("FCN_MODELS_URL", CAFFE_MODELS_URL)
     caffemodel, url = cache_dir() / known.caffemodel, base + known.caffemodel
     target = cache_dir() / "fcn" / f"{name}.keras"
@@ -196,7 +158,7 @@ def default_model_path() -> Path:
     """The first :data:`DEFAULT_MODEL_FILE` in :func:`weights_dirs`, else the known
     :data:`DEFAULT_MODEL` downloaded and converted (:func:`known_model_path`).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from fcn import build_model
         >>> folder = Path(tempfile.mkdtemp())
@@ -216,14 +178,14 @@ def load_model(
     in place (:func:`fcn.initialize.load_keras_in_place`: no second copy of the weights).
 
     Args:
-        path: a ``.keras`` file, the name of a :data:`KNOWN_MODELS` model (``"fcn8s-voc"``:
+        path: a ``.keras`` file, the name of a :data:`fcn.presets.PRESETS` model (``"fcn8s-voc"``:
             downloaded and converted on first use), or None: :func:`default_model_path`.
         precision: None (the model as the file has it), ``"float32"``, ``"bfloat16"`` or
             ``"auto"`` (:mod:`fcn.inference.precision`): the model is built in that precision
             and each weight read from the file into it, so no float32 copy of a bf16 model
             ever exists.
 
-    Example:
+    Examples:
         >>> import fcn, tempfile
         >>> path = tempfile.mkdtemp() + "/tiny.keras"
         >>> fcn.build_model("fcn8s", weights=None, width=1 / 16).save(path)
@@ -233,7 +195,7 @@ def load_model(
     enable_memory_growth()
     if path is None:
         path = default_model_path()
-    elif str(path) in KNOWN_MODELS:
+    elif str(path) in PRESETS:
         path = known_model_path(str(path))
     if precision is None:
         return load_keras_in_place(_existing(path), safe_mode=True)

@@ -31,7 +31,7 @@ def trunk_layers(model: keras.Model | set[str]) -> set[str]:
     of these names): its topology's chain without the last (score) layer; every layer of a
     model that is not an FCN of :func:`fcn.build_model` by its names.
 
-    Example:
+    Examples:
         >>> import fcn
         >>> trunk = trunk_layers(fcn.build_model("fcn8s", weights=None, width=1 / 16))
         >>> "fc7" in trunk, "score_fr" in trunk, "score_pool4" in trunk, "upscore8" in trunk
@@ -47,7 +47,7 @@ def set_precision(config: dict, dtype: str) -> None:
     (``"float32"`` or ``"bfloat16"``), in place: the :func:`trunk_layers` in ``dtype``, every
     other layer in float32.
 
-    Example:
+    Examples:
         >>> import fcn
         >>> config = fcn.build_model("fcn8s", weights=None, width=1 / 16).get_config()
         >>> set_precision(config, "bfloat16")
@@ -66,7 +66,7 @@ def model_precision(model: keras.Model) -> str:
     computes in bfloat16 (also under a ``mixed_bfloat16`` policy), ``"float32"`` where every
     layer computes in float32, else ``"mixed"`` (a ``mixed_float16`` model, say).
 
-    Example:
+    Examples:
         >>> import fcn
         >>> model_precision(fcn.build_model("fcn8s", weights=None, width=1 / 16))
         'float32'
@@ -98,7 +98,7 @@ def in_precision(model: keras.Model, precision: Precision | None = "auto") -> ke
     Raises:
         ValueError: for a precision not in :data:`fcn.device.PRECISIONS`, naming it.
 
-    Example:
+    Examples:
         >>> import fcn
         >>> model = fcn.build_model("fcn8s", weights=None, width=1 / 16)
         >>> in_precision(model, "float32") is model

@@ -77,7 +77,7 @@ def predict(
         resolution (EXIF-upright), or ``(labels, probabilities)``; a list of those for a
         list. For many files use :func:`predict_files`, which streams.
 
-    Example:
+    Examples:
         >>> import fcn
         >>> model = fcn.build_model("fcn8s", weights=None, width=1 / 16)
         >>> labels, probs = predict(np.zeros((50, 70, 3), np.uint8), model, probabilities=True)
@@ -100,7 +100,7 @@ def _model_in(model, precision: Precision) -> keras.Model:
 def list_images(folder: str | os.PathLike) -> list[Path]:
     """Image files directly in ``folder``, sorted by name.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> folder = Path(tempfile.mkdtemp())
         >>> for name in ("b.png", "a.JPG", "notes.txt"): (folder / name).touch()
@@ -125,7 +125,7 @@ def predict_files(
     the label maps already yielded are the caller's to keep. ``precision`` as in
     :func:`predict`.
 
-    Example:
+    Examples:
         >>> import fcn, tempfile
         >>> folder = tempfile.mkdtemp(); Image.new("RGB", (60, 40)).save(folder + "/a.png")
         >>> model = fcn.build_model("fcn8s", weights=None, width=1 / 16)

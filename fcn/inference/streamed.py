@@ -187,7 +187,7 @@ class NotStreamableError(ValueError):
 
     :func:`streams` catches it and warns that the model runs whole, with its message.
 
-    Example:
+    Examples:
         >>> issubclass(NotStreamableError, ValueError)
         True
     """
@@ -389,7 +389,7 @@ def streams(model: keras.Model) -> bool:
     :func:`fcn.build_model`, checked against its :class:`~fcn.model.Topology`); else they run
     whole, and a warning said why once.
 
-    Example:
+    Examples:
         >>> from fcn import build_model
         >>> streams(build_model("fcn8s", weights=None, width=1 / 16))
         True
@@ -415,7 +415,7 @@ def compiled_forward(
         float 0..255, to the output above. The function is cached on the model, outside Keras'
         attribute tracking.
 
-    Example:
+    Examples:
         >>> from fcn import build_model
         >>> forward = compiled_forward(build_model("fcn8s", weights=None, width=1 / 16), "labels")
         >>> labels = forward(np.zeros((2, 40, 60, 3), np.uint8))

@@ -42,7 +42,7 @@ class Tile(NamedTuple):
 
     All three are ``(rows, cols)`` pairs of slices in pixels.
 
-    Example:
+    Examples:
         >>> tile = plan_tiles(1000, 1000, max_pixels=500_000)[0]
         >>> tile.source, tile.keep
         ((slice(0, 448, None), slice(0, 448, None)), (slice(0, 192, None), slice(0, 192, None)))
@@ -72,7 +72,7 @@ def plan_tiles(
     every side that is inside the image. Raises ``ValueError`` if even a 32-pixel core with its
     margins exceeds ``max_pixels``.
 
-    Example:
+    Examples:
         >>> len(plan_tiles(375, 500, max_pixels=2_000_000)), len(plan_tiles(3000, 4000, 2_000_000))
         (1, 20)
     """
@@ -126,7 +126,7 @@ def predict_tiled(
         nothing image-sized is allocated, so a caller can reduce each piece (argmax, confusion
         counts) before the next one is made.
 
-    Example:
+    Examples:
         >>> from fcn import build_model
         >>> model, image = build_model("fcn8s", weights=None, width=1 / 16), np.zeros((200, 150, 3))
         >>> pieces = list(predict_tiled(model, image, max_pixels=20_000, margin=32))

@@ -12,10 +12,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
-from fcn.checkpoint import BEST_FILE, LOG_FILE, STATE_FILE
 from fcn.classes import IGNORE_LABEL, NUM_CLASSES
 from fcn.model import VARIANTS
-from fcn.recipes import RECIPES
+from fcn.training.checkpoint import BEST_FILE, LOG_FILE, STATE_FILE
+from fcn.training.recipes import RECIPES
 from fcn.vgg16 import VGG_BLOCKS
 
 MIXED_PRECISION_POLICIES: tuple[str, ...] = ("auto", "mixed_float16", "mixed_bfloat16")
@@ -30,7 +30,7 @@ class TrainConfig:
     ``fcn train --help`` prints them. ``verbose`` has no command-line option (``fcn train``
     keeps Keras' ``"auto"``). The values of fields with ``metadata["choices"]`` are checked.
 
-    Example:
+    Examples:
         >>> TrainConfig(epochs=2).epochs
         2
         >>> TrainConfig(variant="fcn64s")
@@ -85,7 +85,8 @@ class TrainConfig:
     recipe: str = field(
         default="practical",
         metadata={"resume": "fixed",
-                  "help": "the training recipe, a name in fcn.recipes.RECIPES: crops or whole "
+                  "help": "the training recipe, a name in fcn.training.recipes.RECIPES: crops"
+                  " or whole "
                   "images, batch, optimiser and learning-rate schedule", "choices": tuple(RECIPES)},
     )  # fmt: skip
     epochs: int = field(
@@ -190,7 +191,7 @@ class TrainConfig:
         """The settings that make a run (every field but ``run_dir``, ``resume`` and
         ``verbose``), as JSON values: what ``state.json`` records.
 
-        Example:
+        Examples:
             >>> TrainConfig(epochs=3, class_names=["sky", "road"]).to_json()["class_names"]
             ['sky', 'road']
         """
@@ -207,7 +208,7 @@ class TrainConfig:
                 "fixed"``: the model, its initialisation, the recipe) differs, naming each
                 such field, both values and what to do.
 
-        Example:
+        Examples:
             >>> run = TrainConfig(epochs=1, width=0.25).to_json()
             >>> TrainConfig(resume=True).resumed(run, {"epochs": 3}).epochs  # width stays 0.25
             3

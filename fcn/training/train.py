@@ -1,8 +1,10 @@
 """``fcn.train``: one call from a VOC folder to a trained FCN, a run directory and its best model.
 
-The model file (:mod:`fcn.model`) stays small; everything about *how* to train lives here and in
-:mod:`fcn.recipes` (loss, optimiser, schedules), :mod:`fcn.checkpoint` (atomic, resumable run
-directory) and :mod:`fcn.device` (strategies, memory).
+The model file (:mod:`fcn.model`) stays small; everything about *how* to train lives in this
+wing: :mod:`~fcn.training.recipes` (loss, schedules, rates), :mod:`~fcn.training.optimizer`
+(Caffe's SGD), :mod:`~fcn.training.checkpoint` (atomic, resumable run directory),
+:mod:`~fcn.training.distribute` (strategies, cluster), :mod:`~fcn.training.batch_size`
+(memory) and :mod:`~fcn.training.loop` (the step); this module puts them together.
 """
 
 from __future__ import annotations
@@ -13,13 +15,21 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import keras
 import tensorflow as tf
 
-from fcn import loop
-from fcn.checkpoint import (
+from fcn import data
+from fcn.classes import NUM_CLASSES
+from fcn.data.errors import data_errors_named
+from fcn.device import OutOfMemoryError, auto_mixed_precision, enable_memory_growth
+from fcn.inference.evaluate import EvaluationCallback
+from fcn.inference.model_files import load_model
+from fcn.model import build_model
+from fcn.training import distribute, loop
+from fcn.training.batch_size import find_batch_size, training_memory_estimate
+from fcn.training.checkpoint import (
     BEST_FILE,
     FiniteGuard,
     RunCheckpoint,
@@ -27,31 +37,16 @@ from fcn.checkpoint import (
     read_state,
     resume_state,
 )
-from fcn.classes import NUM_CLASSES
-from fcn.config import CALL_ONLY, TrainConfig
-from fcn.data.errors import data_errors_named
-from fcn.device import (
-    OutOfMemoryError,
-    auto_mixed_precision,
-    choose_strategy,
-    enable_memory_growth,
-    find_batch_size,
-    training_memory_estimate,
-)
-from fcn.inference.model_files import load_model
-from fcn.model import build_model
-from fcn.recipes import (
+from fcn.training.config import CALL_ONLY, TrainConfig
+from fcn.training.optimizer import update_order
+from fcn.training.recipes import (
     HEAD_ENERGY_IMAGES,
     RECIPES,
     Recipe,
     segmentation_loss,
     set_head_rate,
     skip_kernel_lr_mults,
-    update_order,
 )
-
-if TYPE_CHECKING:
-    from fcn.data import SegmentationFiles
 
 
 @dataclass
@@ -67,7 +62,7 @@ class TrainResult:
         failure: why training stopped early (a non-finite loss or weight: which, at which
             epoch, and the checkpoint whose weights ``model`` holds), None if it did not.
 
-    Example:
+    Examples:
         >>> result = TrainResult(build_model("fcn32s", weights=None, width=1 / 16), [], None,
         ...                      Path("runs/fcn32s"), failure="epoch 3: non-finite loss; ...")
         >>> result.stopped_on_nan
@@ -88,8 +83,6 @@ class TrainResult:
 
 def _files(voc_root, sbd_root, train_files, val_files):
     """The default splits: VOC train / val, or train_aug / seg11valid with an SBD root."""
-    from fcn import data
-
     if train_files is None:
         if voc_root is None:
             raise ValueError("train() needs a VOC root (voc_root) or train_files")
@@ -109,15 +102,13 @@ def input_fn(files, recipe, seed, num_classes: int = NUM_CLASSES):
     shard of the file list (every ``num_input_pipelines``-th file), labels checked against
     ``num_classes``.
 
-    Example:
+    Examples:
         >>> from fcn import data
         >>> files = data.voc_pairs(data.sample_voc_root(), "train")
         >>> dataset = input_fn(files, RECIPES["practical"], seed=0)(tf.distribute.InputContext())
         >>> [tuple(spec.shape) for spec in dataset.element_spec]
         [(2, 320, 320, 3), (2, 320, 320)]
     """
-    from fcn import data
-
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
         shard = files
         if context.num_input_pipelines > 1:
@@ -149,15 +140,15 @@ def compile_for_training(
     *,
     pretrained: bool = True,
 ) -> keras.Model:
-    """Compile ``model`` as :func:`train` does: ``recipe``'s :class:`~fcn.recipes.CaffeSGD`
-    over ``total_batches`` batches, with the model's :func:`~fcn.recipes.skip_kernel_lr_mults`
+    """Compile ``model`` as :func:`train` does: ``recipe``'s :class:`CaffeSGD`
+    over ``total_batches`` batches, with the model's :func:`skip_kernel_lr_mults`
     and ``recipe.frozen_blocks`` (those blocks' convolutions made non-trainable) if its VGG body
-    is ``pretrained`` (ImageNet; see :mod:`fcn.recipes` for why only then), and
-    :func:`~fcn.recipes.segmentation_loss`. The optimizer is built at once, so a checkpoint
+    is ``pretrained`` (ImageNet; see :mod:`fcn.training.recipes` for why only then), and
+    :func:`~fcn.training.recipes.segmentation_loss`. The optimizer is built at once, so a checkpoint
     saved before the first step holds its state too.
 
-    Example:
-        >>> from fcn.recipes import RECIPES
+    Examples:
+        >>> from fcn.training.recipes import RECIPES
         >>> model = build_model("fcn8s", 3, weights=None, width=1 / 16)
         >>> compile_for_training(model, RECIPES["practical"], total_batches=100).optimizer.momentum
         0.9
@@ -177,8 +168,8 @@ def train(
     config: TrainConfig | None = None,
     *,
     sbd_root: str | os.PathLike | None = None,
-    train_files: SegmentationFiles | None = None,
-    val_files: SegmentationFiles | Sequence | None = None,
+    train_files: data.SegmentationFiles | None = None,
+    val_files: data.SegmentationFiles | Sequence | None = None,
     strategy: tf.distribute.Strategy | None = None,
     callbacks: Sequence[keras.callbacks.Callback] = (),
     **overrides: Any,
@@ -187,7 +178,7 @@ def train(
 
     Defaults, with nothing but ``voc_root``: FCN-8s from VGG16 ImageNet weights; VOC 2012 train
     for training and VOC 2012 val for validation (with ``sbd_root``: train_aug, 10,582 images, and
-    seg11valid, 736 images); the ``practical`` recipe (:data:`fcn.recipes.RECIPES`: 320x320
+    seg11valid, 736 images); the ``practical`` recipe (:data:`fcn.training.recipes.RECIPES`: 320x320
     augmented crops, batch 2, SGD momentum 0.9, lr 1e-3 with a poly schedule, VGG blocks 1-4
     frozen, Caffe weight decay 5e-4); bf16 where the hardware runs it natively
     (``mixed_precision="auto"``), else float32; 50 epochs of ``len(train_files) // batch_size``
@@ -202,14 +193,15 @@ def train(
             (``val_files=()`` trains without validation). The data are checked against the
             model's class count: a label outside ``0..num_classes-1`` (other than 255) raises
             DataError.
-        strategy: a ``tf.distribute`` strategy; default :func:`fcn.device.choose_strategy`
+        strategy: a ``tf.distribute`` strategy; default
+            :func:`fcn.training.distribute.choose_strategy`
             (several GPUs: mirrored; a ``TF_CONFIG`` of several workers: multi-worker, see
-            :mod:`fcn.loop`).
+            :mod:`fcn.training.loop`).
         callbacks: more Keras callbacks.
-        **overrides: every field of :class:`~fcn.config.TrainConfig` (``epochs=2``, ...),
+        **overrides: every field of :class:`~fcn.training.config.TrainConfig` (``epochs=2``, ...),
             replacing ``config``'s. Resuming (``resume=True`` and a run in ``run_dir``), the
             run's recorded settings stand for what neither gives
-            (:meth:`~fcn.config.TrainConfig.resumed`): ``train(root, run_dir=d, resume=True,
+            (:meth:`TrainConfig.resumed`): ``train(root, run_dir=d, resume=True,
             epochs=3)`` changes the epochs alone, and the schedule spans the new total.
 
     Raises:
@@ -222,7 +214,7 @@ def train(
         OutOfMemoryError: the first steps did not fit; the message gives the estimate and a
             batch size that fits on this device.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from fcn import data
         >>> result = train(data.sample_voc_root(), run_dir=tempfile.mkdtemp(), weights=None,
@@ -231,9 +223,6 @@ def train(
         >>> len(result.history), result.best_checkpoint, result.stopped_on_nan
         (1, None, False)
     """
-    from fcn import data
-    from fcn.inference.evaluate import EvaluationCallback
-
     enable_memory_growth()  # before the strategy or the model touch a GPU
     if overrides.get("mixed_precision") == "auto":  # decided here, and recorded as decided
         overrides = {**overrides, "mixed_precision": auto_mixed_precision()}
@@ -248,8 +237,8 @@ def train(
             "weights=None initialises them at random: pass pretrained weights, or frozen_blocks=0"
         )
     run_dir = Path(requested.run_dir or Path("runs", requested.variant))
-    strategy = strategy or choose_strategy()
-    chief, multi_worker = loop.is_chief(strategy), loop.cluster_size() > 1
+    strategy = strategy or distribute.choose_strategy()
+    chief, multi_worker = distribute.is_chief(strategy), distribute.cluster_size() > 1
     # every worker reads the run's settings where it can see the run directory; only the chief
     # refuses to overwrite a run or removes what a killed write left
     if chief:
@@ -263,12 +252,13 @@ def train(
         config = requested
     settings = _recipe(config, strategy.num_replicas_in_sync)
     train_files, val_files = _files(voc_root, sbd_root, train_files, val_files)
-    _check_batches(train_files, settings, strategy.num_replicas_in_sync, loop.cluster_size())
+    _check_batches(train_files, settings, strategy.num_replicas_in_sync, distribute.cluster_size())
     epochs = config.epochs
     steps = config.steps_per_epoch or max(1, len(train_files) // settings.batch_size)
     done, iterations = (state["epoch"], state["iterations"]) if state else (0, 0)
     if multi_worker:  # the chief's position everywhere, before anything is built from it
-        done, iterations = loop.sync_count(strategy, done), loop.sync_count(strategy, iterations)
+        done = distribute.sync_count(strategy, done)
+        iterations = distribute.sync_count(strategy, iterations)
     if epochs < done:
         raise ValueError(
             f"{run_dir} has {done} epochs done; epochs={epochs} would undo some: pass "
@@ -308,7 +298,7 @@ def train(
     elif chief and config.weights is not None:  # a new run: score_fr's rate for its input
         _set_head_rate(model, settings, input_fn(train_files, settings, config.seed, classes))
     if multi_worker:
-        loop.sync_from_chief(strategy, [*model.weights, *model.optimizer.variables])
+        distribute.sync_from_chief(strategy, [*model.weights, *model.optimizer.variables])
     del source  # copied: its memory is free before training
 
     if chief:
@@ -326,7 +316,7 @@ def train(
             checkpoint,
             keras.callbacks.TensorBoard(str(run_dir / "tensorboard")),
         ]
-    else:  # another worker: the same stops, no files (see fcn.loop)
+    else:  # another worker: the same stops, no files (see fcn.training.loop)
         checkpoint, guard = None, FiniteGuard()
         own_callbacks = [keras.callbacks.TerminateOnNaN(), guard]
     history = []
@@ -375,7 +365,7 @@ def _readable_state(run_dir: Path) -> dict | None:
 
 
 def _recipe(config: TrainConfig, replicas: int = 1) -> Recipe:
-    """``config.recipe``'s :class:`~fcn.recipes.Recipe` with ``config``'s overrides; without a
+    """``config.recipe``'s :class:`Recipe` with ``config``'s overrides; without a
     ``batch_size``, the recipe's batch on each of ``replicas`` (2 crops per replica for
     ``practical``, one whole image per replica for ``paper``)."""
     batch = config.batch_size or RECIPES[config.recipe].batch_size * replicas
@@ -452,8 +442,8 @@ def _check_initialised(model: keras.Model, source: keras.Model, path: str | os.P
 
 
 def _set_head_rate(model: keras.Model, recipe: Recipe, dataset_fn) -> None:
-    """:func:`~fcn.recipes.set_head_rate` on the run's first batches, until they hold
-    :data:`~fcn.recipes.HEAD_ENERGY_IMAGES` images (the crops its first steps train on), said
+    """:func:`~fcn.training.recipes.set_head_rate` on the run's first batches, until they hold
+    :data:`HEAD_ENERGY_IMAGES` images (the crops its first steps train on), said
     aloud where it lowers score_fr's rate."""
     batches = []
     for images, _ in dataset_fn(tf.distribute.InputContext()):
@@ -465,7 +455,7 @@ def _set_head_rate(model: keras.Model, recipe: Recipe, dataset_fn) -> None:
         warnings.warn(
             f"score_fr's input (fc7 of these weights) has an energy of {energy:.3g} per pixel, "
             f"above what SGD at lr {recipe.learning_rate:g} keeps stable: its kernel's rate is "
-            f"scaled by {factor:.3g} (fcn.recipes.stable_rate_factor)",
+            f"scaled by {factor:.3g} (fcn.training.recipes.stable_rate_factor)",
             stacklevel=3,
         )
 

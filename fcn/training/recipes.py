@@ -29,7 +29,7 @@ changing the model (its weights stay those of ``voc-fcn8s``). With it, 30 steps 
 (momentum 0.9) and at 1.9e-5 (0.99) never exceeded a loss of 6.1; 1e-3 still spiked to 29. From
 a random initialisation (``weights=None``) the imbalance is mild (pool3 and pool4 energies
 20-30x and 6-8x fc7's, measured) and one rate serves all layers:
-:func:`fcn.train.compile_for_training` applies the multipliers to pretrained bodies only.
+:func:`fcn.training.train.compile_for_training` applies the multipliers to pretrained bodies only.
 
 What learns fastest from ImageNet weights (issue 24; ``benchmarks/time_to_accuracy.py``, mean
 IoU on 30 held-out real VOC images after 10 minutes of training on a 2-core CPU in bf16, figures
@@ -58,7 +58,6 @@ of real VOC crops) keeps the full rate; a synthetic full VGG16 file (fc1/fc2 dra
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import keras
@@ -66,6 +65,7 @@ import tensorflow as tf
 
 from fcn.classes import IGNORE_LABEL
 from fcn.model import ATONCE_SCALES, HEAD_LAYERS, skip_layer_names
+from fcn.training.optimizer import CaffeSGD
 from fcn.vgg16 import VGG_BLOCKS, conv_name
 
 HEAD_SCORE = HEAD_LAYERS[-1]
@@ -80,12 +80,12 @@ def segmentation_loss(reduction: str = "sum_over_batch_size") -> keras.losses.Lo
 
     The loss is averaged over the labelled pixels of the batch (Keras' ``ignore_class`` masks
     void pixels and renormalises by the number of valid ones); ``reduction="sum"`` sums them
-    instead (:mod:`fcn.loop` divides by the labelled pixels of all replicas). The paper
+    instead (:mod:`fcn.training.loop` divides by the labelled pixels of all replicas). The paper
     sums the per-pixel loss
     instead ("unnormalized"); the two differ by the factor of labelled pixels per batch, which the
     ``paper`` recipe folds into its learning rate (1e-10 x ~187,500 pixels).
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> labels, logits = np.array([[0, 255]]), np.zeros((1, 2, 3))  # 3 classes, one void
         >>> round(float(segmentation_loss()(labels, logits)), 2)  # ln 3, the labelled pixel's
@@ -96,171 +96,13 @@ def segmentation_loss(reduction: str = "sum_over_batch_size") -> keras.losses.Lo
     )
 
 
-@keras.saving.register_keras_serializable(package="fcn")
-class CaffeSGD(keras.optimizers.SGD):
-    """SGD with Caffe's solver conventions of the FCN ``solver.prototxt`` files.
-
-    Kernels get L2 weight decay coupled into the gradient (``g + decay * w``, as Caffe does;
-    Keras' own ``weight_decay`` is decoupled); biases (1-D variables) get ``bias_lr_mult`` times
-    the learning rate and no decay. ``kernel_lr_mults`` maps layer names to a factor on their
-    kernel's loss gradient (``mult * g + decay * w``): with ``s**2`` it trains that layer exactly
-    as if its input were scaled by ``s`` (see :func:`skip_kernel_lr_mults`). The layers of
-    ``measured_layers`` get one more factor on their kernel's loss gradient, held in the
-    optimiser's state rather than its config (:attr:`rate_factors`, 1 until set; saved,
-    restored and synced with the other optimiser variables): :func:`fcn.train.train` sets
-    score_fr's from its input energy at the start of a run (:func:`stable_rate_factor`).
-
-    Example:
-        >>> optimizer = CaffeSGD(learning_rate=1e-4, momentum=0.9,
-        ...                      kernel_lr_mults={"score_pool3": 1e-8})
-        >>> optimizer.get_config()["kernel_lr_mults"]
-        {'score_pool3': 1e-08}
-    """
-
-    def __init__(
-        self,
-        *args,
-        caffe_weight_decay: float = 5e-4,
-        bias_lr_mult: float = 2.0,
-        kernel_lr_mults: dict[str, float] | None = None,
-        measured_layers: Sequence[str] = (),
-        **kw,
-    ):
-        super().__init__(*args, **kw)
-        self.caffe_weight_decay = caffe_weight_decay
-        self.bias_lr_mult = bias_lr_mult
-        self.kernel_lr_mults = dict(kernel_lr_mults or {})
-        self.measured_layers = tuple(measured_layers)
-        self.rate_factors: dict[str, keras.Variable] = {}
-        """The factor of each of :attr:`measured_layers` (a scalar variable, after build)."""
-        self.update_after: dict[str, tuple[str, ...]] = {}
-        """:func:`update_order` of the model: when set, each variable (by path) is updated as soon
-        as the gradients named here exist (on one replica; a scheduling hint, not config)."""
-
-    def build(self, variables):
-        super().build(variables)
-        self._gradient_mults, self._factors = [], []  # by variable index
-        for name in self.measured_layers:
-            self.rate_factors[name] = self.add_variable(
-                (), initializer="ones", dtype="float32", name=f"{name}_rate_factor"
-            )
-        for v in variables:
-            layer = v.path.split("/")[-2] if "/" in v.path else None
-            kernel = self.kernel_lr_mults.get(layer, 1.0) if len(v.shape) > 1 else 1.0
-            self._gradient_mults.append(self.bias_lr_mult if len(v.shape) == 1 else kernel)
-            self._factors.append(self.rate_factors.get(layer) if len(v.shape) > 1 else None)
-
-    def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        """Keras' TensorFlow update of every variable, in :attr:`update_after`'s order: each
-        update waits for the gradients named there and for nothing else (Keras' own waits for
-        all of them, so every gradient is held to the end of the backward pass; fc6's alone is
-        392 MiB). Several replicas keep Keras' all-reduce and order."""
-        replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        if not self.update_after or replicas > 1:
-            super()._backend_update_step(grads, trainable_variables, learning_rate)
-            return
-        by_path = {variable.path: grad for grad, variable in zip(grads, trainable_variables)}
-        for grad, variable in zip(grads, trainable_variables):
-            after = self.update_after.get(variable.path, ())
-            with tf.control_dependencies([by_path[path] for path in after if path in by_path]):
-                self.update_step(grad, variable.value, learning_rate)
-
-    def update_step(self, gradient, variable, learning_rate):
-        """One variable's step, in place where momentum is on (no full-size temporaries):
-        ``m <- momentum * m - lr * (mult * g + decay * w)``, ``w <- w + m``, as
-        ``m -= (lr * decay / momentum) * w`` then TensorFlow's fused Keras-momentum kernel with
-        rate ``lr * mult``; both rewrite the variables' own buffers."""
-        index = self._get_variable_index(variable)
-        mult = self._gradient_mults[index]
-        if self._factors[index] is not None:
-            mult = mult * tf.cast(self._factors[index], variable.dtype)
-        decay = self.caffe_weight_decay if len(variable.shape) > 1 else 0.0
-        if self.momentum == 0 or self.nesterov:  # the plain formula, with its temporaries
-            gradient = gradient * keras.ops.cast(mult, gradient.dtype)
-            if decay:
-                gradient = gradient + keras.ops.cast(decay, gradient.dtype) * keras.ops.cast(
-                    variable, gradient.dtype
-                )
-            super().update_step(gradient, variable, learning_rate)
-            return
-        rate = tf.cast(learning_rate, variable.dtype)
-        accumulator = self.momentums[index]
-        if decay:
-            tf.raw_ops.ResourceApplyGradientDescent(
-                var=accumulator.handle,
-                alpha=rate * (decay / self.momentum),
-                delta=tf.convert_to_tensor(variable),
-            )
-        tf.raw_ops.ResourceApplyKerasMomentum(
-            var=variable.handle, accum=accumulator.handle, lr=rate * mult,
-            grad=tf.cast(gradient, variable.dtype), momentum=tf.cast(self.momentum, variable.dtype),
-            use_nesterov=False,
-        )  # fmt: skip
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "caffe_weight_decay": self.caffe_weight_decay,
-            "bias_lr_mult": self.bias_lr_mult,
-            "kernel_lr_mults": self.kernel_lr_mults,
-            "measured_layers": list(self.measured_layers),
-        }
-
-
-def update_order(model: keras.Model) -> dict[str, tuple[str, ...]]:
-    """For each trainable variable of ``model`` (by path), the variables whose gradients its
-    update must wait for (:attr:`CaffeSGD.update_after`): those of the nearest layers upstream
-    that have trainable weights (fc6's update waits for conv5_3's gradients, score_pool4's for
-    conv4_3's). Those gradients are computed from this layer's input gradient, so by then the
-    backward pass has read this layer's kernel for the last time: updated earlier, TensorFlow
-    would copy the kernel to keep the value being read (copy on write), and updated later, its
-    gradient would be held longer than needed.
-
-    Example:
-        >>> from fcn import build_model
-        >>> order = update_order(build_model("fcn8s", weights=None, width=1 / 16))
-        >>> order["fc6/kernel"], order["score_pool3/bias"], order["conv1_1/kernel"]
-        (('conv5_3/kernel', 'conv5_3/bias'), ('conv3_3/kernel', 'conv3_3/bias'), ())
-    """
-    layers = {layer["name"]: layer for layer in model.get_config()["layers"]}
-
-    def producers(node) -> list[str]:  # the layer names a serialised inbound node reads
-        if isinstance(node, dict):
-            config = node.get("config")
-            history = config.get("keras_history") if isinstance(config, dict) else None
-            if history:
-                return [history[0]]
-            return [name for value in node.values() for name in producers(value)]
-        if isinstance(node, (list, tuple)):
-            return [name for value in node for name in producers(value)]
-        return []
-
-    def upstream(name: str, seen: set[str]) -> list[str]:
-        found = []
-        for parent in producers(layers[name]["inbound_nodes"]):
-            if parent not in seen:
-                seen.add(parent)
-                weights = model.get_layer(parent).trainable_weights
-                found += [parent] if weights else upstream(parent, seen)
-        return found
-
-    order = {}
-    for layer in model.layers:
-        after = tuple(
-            v.path for name in upstream(layer.name, set())
-            for v in model.get_layer(name).trainable_weights
-        )  # fmt: skip
-        order.update({variable.path: after for variable in layer.trainable_weights})
-    return order
-
-
 def skip_kernel_lr_mults(model: keras.Model) -> dict[str, float]:
     """Learning-rate multipliers that give the skip score layers of a staged FCN (fcn16s, fcn8s)
     the at-once FCN-8s's scaling of their inputs: ``s**2`` for each scale ``s`` of
     :data:`fcn.model.ATONCE_SCALES` whose branch ``model`` has unscaled ({} for fcn32s and for
     fcn8s_atonce, which scales in the model). See the module docstring for why.
 
-    Example:
+    Examples:
         >>> from fcn import build_model
         >>> skip_kernel_lr_mults(build_model("fcn8s", weights=None, width=1 / 16))
         {'score_pool4': 0.0001, 'score_pool3': 1e-08}
@@ -290,7 +132,7 @@ def stable_rate_factor(
     (a full VGG16 file's, an ``init_from`` model's) or fewer classes get a lower rate instead of
     a blow-up.
 
-    Example:
+    Examples:
         >>> stable_rate_factor(4.4e4, 1e-3, 0.9, 21)  # the notop body: the rate as it is
         1.0
         >>> round(stable_rate_factor(8e5, 1e-3, 0.9, 21), 3)  # 18x the energy
@@ -308,7 +150,7 @@ def head_input_energy(model: keras.Model, images) -> float:
     0.5, measured). A batch of crops has thousands of positions: one draw is within a few
     percent of the mean over draws.
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> from fcn import build_model
         >>> model = build_model("fcn8s", weights=None, width=1 / 16, dropout=0.5)
@@ -321,7 +163,7 @@ def head_input_energy(model: keras.Model, images) -> float:
 
 
 HEAD_ENERGY_IMAGES = 8
-"""The images :func:`fcn.train.train` measures score_fr's input energy on: its first batches
+"""The images :func:`fcn.train` measures score_fr's input energy on: its first batches
 until they hold this many (two crops alone are too few: by their content, the same full
 VGG16 file measured a factor of 0.69 on one pair of 160x160 crops and below 0.5 on eight)."""
 
@@ -330,12 +172,12 @@ def set_head_rate(model: keras.Model, batches, recipe: Recipe) -> tuple[float, f
     """Measure score_fr's input energy on ``batches`` of images (:func:`head_input_energy` of
     each, weighted by its images) and set its :attr:`CaffeSGD.rate_factors` to
     :func:`stable_rate_factor` at ``recipe``'s base rate (``model`` compiled by
-    :func:`fcn.train.compile_for_training`). Returns (energy, factor).
+    :func:`fcn.training.train.compile_for_training`). Returns (energy, factor).
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> from fcn import build_model
-        >>> from fcn.train import compile_for_training
+        >>> from fcn.training.train import compile_for_training
         >>> model = build_model("fcn8s", weights=None, width=1 / 16)
         >>> model = compile_for_training(model, RECIPES["practical"], total_batches=10)
         >>> batches = [np.full((2, 64, 64, 3), 128.0), np.full((1, 96, 96, 3), 64.0)]
@@ -360,7 +202,7 @@ class Recipe:
         crop_size: side of the square training crops (pixels); None trains on whole images at
             native size, one per step.
         batch_size: global batch (split across replicas). Those of :data:`RECIPES` count
-            per replica: without a ``batch_size`` of its own, :func:`fcn.train.train` trains
+            per replica: without a ``batch_size`` of its own, :func:`fcn.train` trains
             at that times the replicas (4 GPUs: 8 crops of the practical recipe).
         learning_rate: base learning rate for the mean-over-pixels loss.
         momentum: SGD momentum.
@@ -372,7 +214,7 @@ class Recipe:
             gradient, no update, and no backward pass through them); only with a pretrained
             body.
 
-    Example:
+    Examples:
         >>> RECIPES["practical"].crop_size, RECIPES["paper"].crop_size
         (320, None)
         >>> RECIPES["practical"].optimizer(total_batches=1000).momentum
@@ -389,9 +231,9 @@ class Recipe:
 
     def frozen_layers(self) -> tuple[str, ...]:
         """The convolutions that :attr:`frozen_blocks` keeps as initialised (of a pretrained
-        body: :func:`fcn.train.compile_for_training` freezes them).
+        body: :func:`fcn.training.train.compile_for_training` freezes them).
 
-        Example:
+        Examples:
             >>> RECIPES["practical"].frozen_layers()[-2:], RECIPES["paper"].frozen_layers()
             (('conv4_2', 'conv4_3'), ())
         """

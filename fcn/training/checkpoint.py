@@ -47,7 +47,7 @@ def check_writable(folder: str | os.PathLike) -> None:
     written and renamed there (checked before training, so that no epoch is trained that could
     not be saved).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> check_writable(Path(tempfile.mkdtemp()) / "run")  # made, and writable
     """
@@ -81,7 +81,7 @@ def read_state(run_dir: str | os.PathLike) -> dict | None:
     Raises:
         ValueError: ``state.json`` is there but is not a run's state, naming it.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> read_state(tempfile.mkdtemp()) is None  # a new run (see RunCheckpoint for one)
         True
@@ -112,7 +112,7 @@ def resume_state(run_dir: str | os.PathLike, resume: bool) -> dict | None:
     there, is refused naming the file; temporary files left by a write that was killed are
     removed.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> resume_state(tempfile.mkdtemp(), resume=False) is None
         True
@@ -149,7 +149,7 @@ def resume_state(run_dir: str | os.PathLike, resume: bool) -> dict | None:
 def non_finite_weights(model: keras.Model) -> list[str]:
     """Paths of the variables of ``model`` and its optimizer holding a NaN or an infinity.
 
-    Example:
+    Examples:
         >>> fc = keras.layers.Dense(1, name="fc")
         >>> model = keras.Sequential([keras.Input((2,)), fc], name="net")
         >>> _ = fc.bias.assign([np.nan])
@@ -178,7 +178,7 @@ class RunCheckpoint(keras.callbacks.Callback):
     List :attr:`guard` before the callbacks that use the epoch's weights (the evaluation) and
     this one after the callback that adds ``monitor`` to the logs.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
         >>> model.compile("sgd", "mse")
@@ -270,7 +270,7 @@ class FiniteGuard(keras.callbacks.Callback):
     Checked on the weights, not only the loss: under oneDNN a ReLU maps NaN to 0, so a NaN
     conv1_1 kernel leaves the loss finite while every prediction is garbage.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> fc = keras.layers.Dense(1, name="fc")
         >>> model = keras.Sequential([keras.Input((2,)), fc], name="net")
@@ -301,3 +301,20 @@ class FiniteGuard(keras.callbacks.Callback):
                 f"; kept {state['checkpoint']} (epoch {state['epoch']}) and restored its weights"
             )
             self.model.load_weights(self.checkpoint.run_dir / state["checkpoint"])
+
+
+def read_log(run_dir: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The columns of ``run_dir/log.csv`` (or of that CSV file) as float arrays, NaN if empty.
+
+    Examples:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp())
+        >>> _ = (run / "log.csv").write_text("epoch,loss,val_mean_iou\\n0,2.5,\\n1,1.5,0.25\\n")
+        >>> {name: column.tolist() for name, column in read_log(run).items()}
+        {'epoch': [0.0, 1.0], 'loss': [2.5, 1.5], 'val_mean_iou': [nan, 0.25]}
+    """
+    log = Path(run_dir)
+    with open(log / LOG_FILE if log.is_dir() else log, newline="") as f:
+        rows = list(csv.DictReader(f))
+    columns = rows[0].keys() if rows else []
+    return {k: np.array([float(row[k] or "nan") for row in rows]) for k in columns}

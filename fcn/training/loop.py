@@ -5,7 +5,7 @@ first-batch build and its per-step log reduction). This loop is TensorFlow's doc
 custom-loop pattern instead: one ``tf.function`` step runs the model, the loss and the
 optimizer on every replica with ``strategy.run`` and reduces the loss with ``strategy.reduce``.
 Epochs, logs and stopping drive the same Keras callbacks ``fit`` would
-(:class:`~fcn.checkpoint.RunCheckpoint`, its NaN guard, the evaluation, TensorBoard, the
+(:class:`~fcn.training.checkpoint.RunCheckpoint`, its NaN guard, the evaluation, TensorBoard, the
 progress bar). On one process it is as fast as ``fit`` (``benchmarks/multi_worker.py``: 3.12
 against 3.19 images/s, the rounds 2% apart), so :func:`fcn.train` uses it everywhere: one
 code path, which the whole suite exercises. Under several workers:
@@ -33,159 +33,25 @@ code path, which the whole suite exercises. Under several workers:
 
 from __future__ import annotations
 
-import json
-import os
-import random
-import socket
 from collections.abc import Sequence
-from pathlib import Path
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from fcn.classes import IGNORE_LABEL
-from fcn.recipes import segmentation_loss
-
-SUM = tf.distribute.ReduceOp.SUM
-
-
-def cluster_size(tf_config: str | None = None) -> int:
-    """Workers (chief included) named by ``TF_CONFIG`` (default: the environment's); 1 without.
-
-    Example:
-        >>> cluster_size('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker"}}')
-        2
-        >>> cluster_size("")
-        1
-    """
-    text = os.environ.get("TF_CONFIG", "") if tf_config is None else tf_config
-    cluster = json.loads(text or "{}").get("cluster", {})
-    return max(1, len(cluster.get("worker", [])) + len(cluster.get("chief", [])))
-
-
-EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
-"""Where Linux says which ports it hands out by itself (to ``bind(port 0)`` and to the source
-side of outgoing connections)."""
-
-
-def _free_ports(count: int) -> list[int]:
-    """``count`` different ports of 127.0.0.1, free now and below the range the system hands out
-    by itself (Linux: from :data:`EPHEMERAL_PORTS`, else the usual 32768): between this call and
-    the workers' start, no connection and no ``bind(port 0)`` of another process can be given
-    one; only a process naming the port could take it. Drawn at random (not from Python's
-    seeded ``random``), so simultaneous callers rarely try the same."""
-    try:
-        first_ephemeral = int(EPHEMERAL_PORTS.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        first_ephemeral = 32768
-    low = max(1024, first_ephemeral - 12288)
-    draw = random.SystemRandom()
-    sockets = []
-    try:
-        while len(sockets) < count:
-            s = socket.socket()
-            try:
-                s.bind(("127.0.0.1", draw.randrange(low, first_ephemeral)))
-            except OSError:  # in use: draw another
-                s.close()
-                continue
-            sockets.append(s)  # held until all are drawn, so they differ
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def local_cluster(workers: int) -> list[str]:
-    """``TF_CONFIG`` values for ``workers`` processes on this machine, one per worker (worker 0
-    the chief), on ports of 127.0.0.1 that are free now and that the system does not hand out
-    by itself (:func:`_free_ports`): start each process with its own
-    (``TF_CONFIG='...' fcn train ...``).
-
-    Example:
-        >>> configs = [json.loads(c) for c in local_cluster(2)]
-        >>> [c["task"] for c in configs], len(configs[0]["cluster"]["worker"])
-        ([{'type': 'worker', 'index': 0}, {'type': 'worker', 'index': 1}], 2)
-    """
-    addresses = [f"127.0.0.1:{port}" for port in _free_ports(workers)]
-    return [
-        json.dumps({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": i}})
-        for i in range(workers)
-    ]
-
-
-def is_chief(strategy: tf.distribute.Strategy) -> bool:
-    """Whether this process is the chief: task ``chief``, or ``worker`` 0 of a cluster without
-    one; always True outside a multi-worker cluster.
-
-    Example:
-        >>> is_chief(tf.distribute.get_strategy())
-        True
-    """
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.task_type:
-        return True
-    if resolver.task_type == "chief":
-        return True
-    has_chief = "chief" in resolver.cluster_spec().as_dict()
-    return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
-
-
-def sync_from_chief(strategy: tf.distribute.Strategy, variables: Sequence) -> None:
-    """Give every replica the chief's value of each variable (replica 0 of the group is the
-    chief's first device): a collective sum of the chief's value and zeros, one variable after
-    the other, so the temporaries are the size of one variable.
-
-    Example:
-        >>> v = keras.Variable([1.0, 2.0])
-        >>> sync_from_chief(tf.distribute.get_strategy(), [v])
-        >>> v.numpy().tolist()
-        [1.0, 2.0]
-    """
-
-    def chief_value(variable):
-        context = tf.distribute.get_replica_context()
-        value = tf.convert_to_tensor(variable.value)
-        first = tf.equal(context.replica_id_in_sync_group, 0)
-        return context.all_reduce(SUM, tf.where(first, value, tf.zeros_like(value)))
-
-    @tf.function
-    def sync():
-        done = []
-        for variable in variables:
-            with tf.control_dependencies(done):
-                synced = strategy.run(chief_value, args=(variable,))
-                done = [variable.assign(strategy.experimental_local_results(synced)[0])]
-
-    sync()
-
-
-def sync_count(strategy: tf.distribute.Strategy, count: int) -> int:
-    """The chief's ``count`` (the epochs or batches a resumed run has done) on every worker
-    (the others pass anything).
-
-    Example:
-        >>> sync_count(tf.distribute.get_strategy(), 3)
-        3
-    """
-
-    def chief_count():
-        context = tf.distribute.get_replica_context()
-        first = tf.equal(context.replica_id_in_sync_group, 0)
-        return context.all_reduce(SUM, tf.where(first, tf.constant(count, tf.int64), 0))
-
-    return int(strategy.experimental_local_results(strategy.run(chief_count))[0])
+from fcn.training.distribute import SUM, is_chief
+from fcn.training.recipes import segmentation_loss
 
 
 def train_step(model: keras.Model, strategy: tf.distribute.Strategy):
     """The compiled step: ``step(iterator) -> float32`` global mean loss over the labelled
     pixels of the global batch, after one optimizer update (or accumulation) on every replica.
 
-    Example:
+    Examples:
         >>> from fcn import build_model
-        >>> from fcn.recipes import RECIPES
-        >>> from fcn.train import compile_for_training
+        >>> from fcn.training.recipes import RECIPES
+        >>> from fcn.training.train import compile_for_training
         >>> model = build_model("fcn8s", 3, weights=None, width=1 / 16)
         >>> _ = compile_for_training(model, RECIPES["practical"], total_batches=10)
         >>> batch = (np.zeros((1, 32, 32, 3), np.uint8), np.ones((1, 32, 32), np.uint8))
@@ -238,7 +104,7 @@ def fit(
     Returns:
         The logs of each completed epoch.
 
-    Example:
+    Examples:
         >>> model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(3, 1)])
         >>> model.compile(keras.optimizers.SGD(0.1), segmentation_loss())  # any Keras model
         >>> pixels, labels = np.ones((2, 8, 8, 3), "float32"), np.zeros((2, 8, 8), "uint8")

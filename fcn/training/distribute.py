@@ -1,0 +1,167 @@
+"""Training on several devices and machines: the strategy, the cluster, the chief, syncing.
+
+:func:`choose_strategy` picks the strategy for what is visible; :func:`local_cluster` writes
+``TF_CONFIG`` values for workers on one machine; :func:`is_chief`, :func:`sync_from_chief` and
+:func:`sync_count` are the collectives :mod:`fcn.training.loop` and :mod:`fcn.training.train`
+build on (the roles and their reasons are in :mod:`fcn.training.loop`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+
+import tensorflow as tf
+
+SUM = tf.distribute.ReduceOp.SUM
+
+
+def cluster_size(tf_config: str | None = None) -> int:
+    """Workers (chief included) named by ``TF_CONFIG`` (default: the environment's); 1 without.
+
+    Examples:
+        >>> cluster_size('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker"}}')
+        2
+        >>> cluster_size("")
+        1
+    """
+    text = os.environ.get("TF_CONFIG", "") if tf_config is None else tf_config
+    cluster = json.loads(text or "{}").get("cluster", {})
+    return max(1, len(cluster.get("worker", [])) + len(cluster.get("chief", [])))
+
+
+EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
+"""Where Linux says which ports it hands out by itself (to ``bind(port 0)`` and to the source
+side of outgoing connections)."""
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` different ports of 127.0.0.1, free now and below the range the system hands out
+    by itself (Linux: from :data:`EPHEMERAL_PORTS`, else the usual 32768): between this call and
+    the workers' start, no connection and no ``bind(port 0)`` of another process can be given
+    one; only a process naming the port could take it. Drawn at random (not from Python's
+    seeded ``random``), so simultaneous callers rarely try the same."""
+    try:
+        first_ephemeral = int(EPHEMERAL_PORTS.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first_ephemeral = 32768
+    low = max(1024, first_ephemeral - 12288)
+    draw = random.SystemRandom()
+    sockets = []
+    try:
+        while len(sockets) < count:
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", draw.randrange(low, first_ephemeral)))
+            except OSError:  # in use: draw another
+                s.close()
+                continue
+            sockets.append(s)  # held until all are drawn, so they differ
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def local_cluster(workers: int) -> list[str]:
+    """``TF_CONFIG`` values for ``workers`` processes on this machine, one per worker (worker 0
+    the chief), on ports of 127.0.0.1 that are free now and that the system does not hand out
+    by itself (:func:`_free_ports`): start each process with its own
+    (``TF_CONFIG='...' fcn train ...``).
+
+    Examples:
+        >>> configs = [json.loads(c) for c in local_cluster(2)]
+        >>> [c["task"] for c in configs], len(configs[0]["cluster"]["worker"])
+        ([{'type': 'worker', 'index': 0}, {'type': 'worker', 'index': 1}], 2)
+    """
+    addresses = [f"127.0.0.1:{port}" for port in _free_ports(workers)]
+    return [
+        json.dumps({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": i}})
+        for i in range(workers)
+    ]
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process is the chief: task ``chief``, or ``worker`` 0 of a cluster without
+    one; always True outside a multi-worker cluster.
+
+    Examples:
+        >>> is_chief(tf.distribute.get_strategy())
+        True
+    """
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    if resolver.task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+def sync_from_chief(strategy: tf.distribute.Strategy, variables: Sequence) -> None:
+    """Give every replica the chief's value of each variable (replica 0 of the group is the
+    chief's first device): a collective sum of the chief's value and zeros, one variable after
+    the other, so the temporaries are the size of one variable.
+
+    Examples:
+        >>> import keras
+        >>> v = keras.Variable([1.0, 2.0])
+        >>> sync_from_chief(tf.distribute.get_strategy(), [v])
+        >>> v.numpy().tolist()
+        [1.0, 2.0]
+    """
+
+    def chief_value(variable):
+        context = tf.distribute.get_replica_context()
+        value = tf.convert_to_tensor(variable.value)
+        first = tf.equal(context.replica_id_in_sync_group, 0)
+        return context.all_reduce(SUM, tf.where(first, value, tf.zeros_like(value)))
+
+    @tf.function
+    def sync():
+        done = []
+        for variable in variables:
+            with tf.control_dependencies(done):
+                synced = strategy.run(chief_value, args=(variable,))
+                done = [variable.assign(strategy.experimental_local_results(synced)[0])]
+
+    sync()
+
+
+def sync_count(strategy: tf.distribute.Strategy, count: int) -> int:
+    """The chief's ``count`` (the epochs or batches a resumed run has done) on every worker
+    (the others pass anything).
+
+    Examples:
+        >>> sync_count(tf.distribute.get_strategy(), 3)
+        3
+    """
+
+    def chief_count():
+        context = tf.distribute.get_replica_context()
+        first = tf.equal(context.replica_id_in_sync_group, 0)
+        return context.all_reduce(SUM, tf.where(first, tf.constant(count, tf.int64), 0))
+
+    return int(strategy.experimental_local_results(strategy.run(chief_count))[0])
+
+
+def choose_strategy() -> tf.distribute.Strategy:
+    """The strategy for what is visible: ``MultiWorkerMirroredStrategy`` when ``TF_CONFIG``
+    names several workers (trained by :mod:`fcn.training.loop`'s loop), else
+    ``MirroredStrategy`` over all GPUs when there are several, else the default single-device
+    strategy. A multi-worker strategy must be made before TensorFlow runs anything else in the
+    process (``fcn.train`` and ``fcn train`` do).
+
+    Examples:
+        >>> choose_strategy().num_replicas_in_sync  # one CPU, no TF_CONFIG
+        1
+    """
+    if cluster_size() > 1:
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if len(tf.config.list_logical_devices("GPU")) > 1:
+        return tf.distribute.MirroredStrategy()
+    return tf.distribute.get_strategy()

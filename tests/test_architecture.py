@@ -1,0 +1,123 @@
+"""The tree keeps its floors (``docs/architecture.md``): imports run one way, no circle, no
+``fcn`` import hidden in a function, and the ground floor stands on no other ``fcn`` module.
+
+Read from the source (``ast``), not by importing, so the rules hold for every module whether or
+not a test imports it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "fcn"
+
+FLOORS: dict[str, int] = {
+    # 0: ground floor, facts
+    "fcn.classes": 0, "fcn.device": 0, "fcn.preprocessing": 0, "fcn.initialize": 0,
+    "fcn.presets": 0, "fcn.data.errors": 0, "fcn.inference.budget": 0,
+    # 1: model and data
+    "fcn.vgg16": 1, "fcn.conv_gradients": 1, "fcn.layers": 1, "fcn.model": 1, "fcn.caffe": 1,
+    "fcn.metrics": 1, "fcn.plots": 1, "fcn.results": 1, "fcn.data": 1,
+    # 2: the inference wing; 3: the training wing (it validates with inference's evaluator)
+    "fcn.inference": 2, "fcn.training": 3,
+    # 4: the front door
+    "fcn.cli": 4, "fcn.demo": 4, "fcn.__main__": 4, "fcn": 4,
+}  # fmt: skip
+"""The floor of each module (the longest matching prefix): a module imports only from its own
+floor or below."""
+
+LAZY_FOR_SPEED = {"fcn.cli"}
+"""Modules allowed ``fcn`` imports inside functions: the command line imports a command's
+TensorFlow-heavy modules only when that command runs, so ``--help`` and ``--version`` answer
+without TensorFlow. Not to dodge a circle: the floors above forbid one either way."""
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def floor(name: str) -> int:
+    prefixes = [p for p in FLOORS if name == p or name.startswith(p + ".")]
+    assert prefixes, f"{name} has no floor in FLOORS: add it"
+    return FLOORS[max(prefixes, key=len)]
+
+
+def fcn_imports(tree: ast.AST, package: str) -> list[tuple[ast.AST, str]]:
+    """(node, imported fcn module) of every import in ``tree``, ``from fcn import x`` resolved
+    to the submodule ``fcn.x`` where there is one."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "fcn":
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.append((node, sub if sub in MODULES else node.module))
+        elif isinstance(node, ast.Import):
+            found += [(node, a.name) for a in node.names if a.name.split(".")[0] == "fcn"]
+    return found
+
+
+def test_every_module_has_a_floor_and_imports_only_downwards():
+    wrong = []
+    for name, path in MODULES.items():
+        for _, imported in fcn_imports(ast.parse(path.read_text()), name):
+            if imported != name and floor(imported) > floor(name):
+                wrong.append(f"{name} (floor {floor(name)}) imports {imported} "
+                             f"(floor {floor(imported)})")  # fmt: skip
+    assert not wrong, wrong
+
+
+def test_the_ground_floor_imports_no_other_fcn_module():
+    ground = [name for name in MODULES if floor(name) == 0]
+    assert {"fcn.classes", "fcn.device", "fcn.presets"} <= set(ground)
+    for name in ground:
+        imported = {m for _, m in fcn_imports(ast.parse(MODULES[name].read_text()), name)}
+        assert imported <= {name}, (name, imported)
+
+
+def test_no_import_circle():
+    graph = {
+        name: {m for _, m in fcn_imports(ast.parse(path.read_text()), name)} & set(MODULES)
+        for name, path in MODULES.items()
+    }
+    graph["fcn"] = set()  # the package's own __init__ re-exports; it is the top, not a node
+
+    def path_back(start: str) -> list[str] | None:
+        stack = [(start, [start])]
+        seen = set()
+        while stack:
+            node, trail = stack.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    return [*trail, start]
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*trail, nxt]))
+        return None
+
+    circles = [c for name in graph if name != "fcn" and (c := path_back(name))]
+    assert not circles, circles[0]
+
+
+@pytest.mark.parametrize("name", sorted(set(MODULES) - LAZY_FOR_SPEED))
+def test_no_fcn_import_inside_a_function(name):
+    tree = ast.parse(MODULES[name].read_text())
+    hidden = [
+        f"line {node.lineno}: {ast.unparse(node)}"
+        for function in ast.walk(tree)
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for node, _ in fcn_imports(function, name)
+    ]
+    assert not hidden, hidden
+
+
+def test_the_training_wing_re_exports_nothing():
+    """``fcn.training.train`` stays the module; ``fcn.train`` is the function."""
+    tree = ast.parse(MODULES["fcn.training"].read_text())
+    assert not [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
