@@ -6,7 +6,7 @@ Two parts, each configuration in a fresh process (``--worker``):
    step from the real VOC sample: the energy (mean squared L2 norm per pixel) of the inputs of
    the three score layers, per-layer gradient norms of the first steps at the old default rate,
    and the loss of ``--diagnose-steps`` steps for learning rates and momenta with and without
-   the skip-layer rates of :func:`fcn.training.recipes.skip_kernel_lr_mults` (custom loop, no
+   the skip-layer rates of :func:`fcn.training.loss.skip_kernel_lr_mults` (custom loop, no
    checkpoints).
 2. ``train``: ``fcn.train`` itself, each recipe with nothing overridden but the batch (CPU
    time) and the run length: training loss per step, validation mean IoU per epoch (train on
@@ -71,8 +71,8 @@ def _energies_and_first_gradients(model, batches, steps: int) -> dict:
     import keras
     import tensorflow as tf
 
+    from fcn.training.loss import segmentation_loss
     from fcn.training.optimizer import CaffeSGD
-    from fcn.training.recipes import segmentation_loss
 
     images, _ = batches[0]
     probe = keras.Model(model.input, [model.get_layer(n).output for n in ("pool3", "pool4", "fc7")])
@@ -107,8 +107,8 @@ def diagnose(weights: str, crop: int, steps: int, config: int) -> dict:
 
     import fcn
     from fcn.data import sample_voc_root, train_dataset, voc_pairs
+    from fcn.training.loss import segmentation_loss, skip_kernel_lr_mults
     from fcn.training.optimizer import CaffeSGD
-    from fcn.training.recipes import segmentation_loss, skip_kernel_lr_mults
 
     keras.utils.set_random_seed(0)
     model = fcn.build_model("fcn8s", weights=weights)

@@ -31,7 +31,8 @@ def measure(kind: str, size: int, batch: int) -> dict:
     import tensorflow as tf
 
     import fcn
-    from fcn.training.recipes import RECIPES, segmentation_loss
+    from fcn.training.loss import segmentation_loss
+    from fcn.training.recipes import RECIPES
     from fcn.training.train import compile_for_training
 
     model = fcn.build_model("fcn8s", weights=None)

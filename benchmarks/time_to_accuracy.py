@@ -21,7 +21,7 @@ hold-out, which is the benchmark's own: the default recipe was chosen with it (s
 * ``torch``: the FCN8s of ``benchmarks/vs_pytorch.py`` (element-wise dropout, as fcn's) with
   ``fcn.train``'s recipe in PyTorch: SGD with momentum, Caffe's coupled weight decay 5e-4 on
   kernels, biases at twice the rate without decay, the skip layers' gradient factors
-  (:func:`fcn.training.recipes.skip_kernel_lr_mults`),
+  (:func:`fcn.training.loss.skip_kernel_lr_mults`),
   the same schedule over the same number of steps,
   the loss averaged over labelled pixels; ``channels_last`` and, where the training precision is
   bf16, ``torch.autocast("cpu", torch.bfloat16)`` (decided by fcn's
@@ -160,7 +160,7 @@ def fcn_worker(args) -> dict:
     import fcn
     from fcn.classes import VOC_CLASSES
     from fcn.data import eval_dataset, voc_pairs
-    from fcn.training.recipes import HEAD_SCORE
+    from fcn.training.loss import HEAD_SCORE
 
     train_ids, holdout_ids = split(args.voc)
     files, holdout = voc_pairs(args.voc, train_ids), voc_pairs(args.voc, holdout_ids)
@@ -210,11 +210,11 @@ def torch_worker(args) -> dict:
     from fcn.classes import IGNORE_LABEL, VOC_CLASSES
     from fcn.data import eval_dataset, voc_pairs
     from fcn.device import auto_mixed_precision
+    from fcn.layout import CROP_OFFSETS, INPUT_PAD, VGG_BLOCKS
     from fcn.metrics import ConfusionMatrix
-    from fcn.model import CROP_OFFSETS, INPUT_PAD
     from fcn.preprocessing import MEAN_BGR
     from fcn.training.config import TrainConfig
-    from fcn.training.recipes import (
+    from fcn.training.loss import (
         HEAD_ENERGY_IMAGES,
         HEAD_SCORE,
         head_input_energy,
@@ -222,7 +222,6 @@ def torch_worker(args) -> dict:
         stable_rate_factor,
     )
     from fcn.training.train import _recipe, input_fn
-    from fcn.vgg16 import VGG_BLOCKS
 
     torch.set_num_threads(os.cpu_count())
     clock = Clock(args.minutes, args.every)

@@ -32,11 +32,13 @@ def measure(batch: int, pipeline: bool, steps: int, voc: str, policy: str) -> di
     import tensorflow as tf
 
     import fcn
-    from fcn.training.recipes import RECIPES, segmentation_loss
+    from fcn.training.loss import segmentation_loss
+    from fcn.training.optimizer import recipe_optimizer
+    from fcn.training.recipes import RECIPES
 
     keras.mixed_precision.set_global_policy(policy)
     model = fcn.build_model("fcn8s", weights=None)
-    model.compile(optimizer=RECIPES["practical"].optimizer(1000), loss=segmentation_loss())
+    model.compile(optimizer=recipe_optimizer(RECIPES["practical"], 1000), loss=segmentation_loss())
     if pipeline:
         data = fcn.data.train_dataset(
             fcn.data.voc_pairs(voc, "train"), crop_size=CROP, batch_size=batch, seed=0

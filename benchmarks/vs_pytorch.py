@@ -32,7 +32,7 @@ build. Cells:
 
 The PyTorch model is written here layer for layer as pytorch-fcn's ``FCN8s`` (conv1_1 padded by
 100, ceil-mode pools, 7x7 fc6, bilinear-shaped transposed convs, crops at fcn's
-:data:`~fcn.model.CROP_OFFSETS`); its worker never imports TensorFlow (the parent passes the
+:data:`~fcn.layout.CROP_OFFSETS`); its worker never imports TensorFlow (the parent passes the
 geometry). Needs ``pip install -e ".[bench]"`` (torch CPU).
 
     python benchmarks/vs_pytorch.py                  # 2 rounds of the main table
@@ -346,8 +346,7 @@ def main() -> None:
 
     import fcn
     from fcn.device import cpu_summary
-    from fcn.model import CROP_OFFSETS, INPUT_PAD
-    from fcn.vgg16 import VGG_BLOCKS
+    from fcn.layout import CROP_OFFSETS, INPUT_PAD, VGG_BLOCKS
 
     print(f"# {cpu_summary()}", flush=True)
     args.peak = peak_flops()

@@ -31,9 +31,9 @@ import keras
 import numpy as np
 
 from fcn.initialize import write_slices
-from fcn.model import VARIANTS, build_model
+from fcn.layout import VARIANTS, VGG_BLOCKS, conv_name
+from fcn.model import build_model
 from fcn.preprocessing import PAPER_MEAN_BGR
-from fcn.vgg16 import VGG_BLOCKS, conv_name
 
 VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5
 """Protobuf wire types (3 and 4, groups, appear in no Caffe message)."""

@@ -1,8 +1,17 @@
-"""The ``fcn`` command line: train, evaluate, predict, find-batch-size, download, demo, convert,
-export, info.
+"""The ``fcn`` command line: train, evaluate, predict, models, find-batch-size, download, demo,
+convert, export, info.
 
 User errors (missing files, bad data, no model, out of memory, ...) print one line
 ``fcn: error: ...`` and exit with status 2, without a traceback.
+
+Quick and quiet: the parser is built from plain facts (:mod:`fcn.layout`, :mod:`fcn.options`,
+:mod:`fcn.presets`, :class:`fcn.TrainConfig`), so ``--help`` of every command and ``--version``
+answer without importing TensorFlow; a command imports what it runs when it runs. TensorFlow's
+start-up lines (CUDA drivers, CPU instructions, oneDNN) are hidden unless ``--verbose`` or
+``FCN_VERBOSE=1`` asks for them (``TF_CPP_MIN_LOG_LEVEL``, when set, is left as it is); instead
+a command that computes says once, in one line, where it computes
+(:func:`fcn.device.compute_summary`: the GPUs, or the CPU, its kernels and precision, and a
+warning when a GPU was expected but TensorFlow sees none).
 """
 
 from __future__ import annotations
@@ -17,10 +26,11 @@ from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
 import fcn
-from fcn.device import PRECISIONS
 from fcn.inference.budget import STREAMED_MAX_PIXELS
-from fcn.inference.export import FORMATS, OUTPUTS
-from fcn.inference.model_files import DEFAULT_MODEL
+from fcn.layout import VARIANTS
+from fcn.options import EXPORT_FORMATS, OUTPUTS, PRECISIONS
+from fcn.presets import DEFAULT_MODEL, PRESETS, placed_model
+from fcn.training.config import TrainConfig
 
 _MAX_PIXELS = f"{STREAMED_MAX_PIXELS:,} px"
 
@@ -73,6 +83,19 @@ def _cmd_predict(args) -> int:
     return 0
 
 
+def _cmd_models(args) -> int:
+    from fcn.presets import CAFFE_MODELS_URL
+
+    base = os.environ.get("FCN_MODELS_URL", CAFFE_MODELS_URL)
+    for name, known in PRESETS.items():
+        default = " (default)" if name == DEFAULT_MODEL else ""
+        placed = placed_model(name)
+        where = f"cached: {placed}" if placed else f"downloaded on first use: {base}"
+        where += "" if placed else known.caffemodel
+        print(f"{known.describe().replace(name, name + default, 1)}\n    {where}")
+    return 0
+
+
 def _cmd_find_batch_size(args) -> int:
     model = (
         fcn.load_model(args.model) if args.model else fcn.build_model(args.variant, weights=None)
@@ -101,8 +124,9 @@ def _cmd_demo(args) -> int:
     from fcn.demo import run_demo
 
     run_demo(
-        args.out, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, weights=args.weights
-    )
+        args.out, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, weights=args.weights,
+        smoke=args.train,
+    )  # fmt: skip
     return 0
 
 
@@ -135,7 +159,7 @@ def _cmd_info(args) -> int:
 
 def _train_options() -> list[dataclasses.Field]:
     """The fields of :class:`fcn.TrainConfig` that ``fcn train`` has an option for."""
-    return [f for f in dataclasses.fields(fcn.TrainConfig) if f.metadata.get("cli", True)]
+    return [f for f in dataclasses.fields(TrainConfig) if f.metadata.get("cli", True)]
 
 
 def _option(field: dataclasses.Field) -> dict[str, Any]:
@@ -144,7 +168,7 @@ def _option(field: dataclasses.Field) -> dict[str, Any]:
     where the default is not None (``--weights none``, ``--seed none``). An option not given is
     left out of the parsed arguments (``argparse.SUPPRESS``): :func:`fcn.train` takes
     TrainConfig's default for it, or a resumed run's own setting."""
-    hint = get_type_hints(fcn.TrainConfig)[field.name]
+    hint = get_type_hints(TrainConfig)[field.name]
     members = set(get_args(hint) or (hint,))
     text = field.metadata["help"].replace("%", "%%")
     if field.default is not None and field.default is not False:
@@ -193,9 +217,11 @@ EXAMPLES = {
   fcn download voc --dest data/     # VOCtrainval_11-May-2012.tar, md5-checked, resumable
   fcn download sbd --dest data/     # SBD benchmark.tgz""",
     "demo": """examples:
-  fcn demo                          # a few CPU minutes, writes ./fcn-demo
-  fcn demo --out /tmp/demo --epochs 2
+  fcn demo                          # the paper's FCN-8s if it can be had, else a smoke training
+  fcn demo --train --out /tmp/demo --epochs 2       # the smoke training (a few CPU minutes)
   fcn demo --weights vgg16_weights_tf_dim_ordering_tf_kernels_notop.h5   # full FCN-8s""",
+    "models": """examples:
+  fcn models                        # the paper's four, and where each is (or will be) kept""",
     "convert": """examples:
   fcn convert fcn8s-heavy-pascal.caffemodel --variant fcn8s --out weights/fcn8s-voc.keras
   fcn convert fcn8s-atonce-pascal.caffemodel --variant fcn8s_atonce --out fcn8s-atonce.keras""",
@@ -207,6 +233,8 @@ EXAMPLES = {
   fcn info --variant fcn16s""",
 }
 
+
+VERBOSE_HELP = "show TensorFlow's start-up and info lines (or set FCN_VERBOSE=1)"
 
 MULTI_WORKER = """several processes or machines (fcn.training.loop): start the same command once per
 worker, each with its own TF_CONFIG; the first worker is the chief, the only one that reads
@@ -241,15 +269,19 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="run `fcn COMMAND --help` for a command's options and examples",
     )
     parser.add_argument("--version", action="version", version=f"fcn {fcn.__version__}")
+    parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    verbose = argparse.ArgumentParser(add_help=False)  # also after the command: fcn train --verbose
+    verbose.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                         help=VERBOSE_HELP)  # fmt: skip
 
-    def command(name, func, help):
+    def command(name, func, help, computes=True):
         epilog = EXAMPLES[name] + ("\n\n" + MULTI_WORKER if name == "train" else "")
         p = sub.add_parser(
-            name, help=help, description=help, epilog=epilog,
+            name, help=help, description=help, epilog=epilog, parents=[verbose],
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )  # fmt: skip
-        p.set_defaults(func=func)
+        p.set_defaults(func=func, computes=computes)
         return p
 
     p = command("train", _cmd_train, "train an FCN on Pascal VOC (and SBD)")
@@ -281,32 +313,41 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _precision_option(p, "auto")
 
+    command("models", _cmd_models, "list the trained models known by name", computes=False)
+
     p = command("find-batch-size", _cmd_find_batch_size, "probe the largest batch that fits")
     p.add_argument("--model", help=".keras model (default: a fresh full-size --variant)")
-    p.add_argument("--variant", default="fcn8s", choices=fcn.VARIANTS)
+    p.add_argument("--variant", default="fcn8s", choices=VARIANTS)
     p.add_argument("--crop-size", type=int, default=320)
     p.add_argument("--max-batch", type=int, default=64)
     p.add_argument("--memory-limit-gb", type=float, help="default: GPU's own; CPU: 80%% of RAM")
 
-    p = command("download", _cmd_download, "download and extract Pascal VOC 2012 or SBD")
+    p = command(
+        "download", _cmd_download, "download and extract Pascal VOC 2012 or SBD", computes=False
+    )
     p.add_argument("dataset", choices=["voc", "sbd"])
     p.add_argument("--dest", default="data", help="folder for the archive and its contents")
 
-    p = command("demo", _cmd_demo, "train, evaluate and predict on the embedded VOC sample")
+    p = command("demo", _cmd_demo, "segment the embedded VOC sample: the paper's FCN-8s where "
+                "it can be had, else a smoke training")  # fmt: skip
     p.add_argument("--out", default="fcn-demo", help="output folder (replaced)")
-    p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--steps-per-epoch", type=int, default=10)
-    p.add_argument("--weights", help="a Keras VGG16 weights file: the full FCN-8s from it")
+    p.add_argument(
+        "--train", action="store_true",
+        help="train the smoke model even where the paper's FCN-8s is at hand",
+    )  # fmt: skip
+    p.add_argument("--epochs", type=int, default=8, help="of the smoke training")
+    p.add_argument("--steps-per-epoch", type=int, default=10, help="of the smoke training")
+    p.add_argument("--weights", help="a Keras VGG16 weights file: train the full FCN-8s from it")
 
     p = command("convert", _cmd_convert, "convert a Caffe FCN .caffemodel (no Caffe needed)")
     p.add_argument("caffemodel", help="the .caffemodel file, e.g. fcn8s-heavy-pascal.caffemodel")
-    p.add_argument("--variant", default="fcn8s", choices=fcn.VARIANTS)
+    p.add_argument("--variant", default="fcn8s", choices=VARIANTS)
     p.add_argument("--out", required=True, help="the .keras file to write")
 
     p = command("export", _cmd_export, "export for serving: SavedModel, LiteRT or ONNX")
     p.add_argument("model", help=".keras model or a known name (fcn8s-voc, ...)")
     p.add_argument("--out", required=True, help="the folder (saved_model) or file to write")
-    p.add_argument("--format", default="saved_model", choices=list(FORMATS),
+    p.add_argument("--format", default="saved_model", choices=EXPORT_FORMATS,
                    help="saved_model (a folder), litert (.tflite), onnx (.onnx); "
                    "default %(default)s")  # fmt: skip
     p.add_argument("--size", type=int, nargs=2, metavar=("H", "W"),
@@ -316,8 +357,28 @@ def build_parser() -> argparse.ArgumentParser:
     _precision_option(p, "float32")
 
     p = command("info", _cmd_info, "print a model's layers, parameter count and crop offsets")
-    p.add_argument("--variant", default="fcn8s", choices=fcn.VARIANTS)
+    p.add_argument("--variant", default="fcn8s", choices=VARIANTS)
     return parser
+
+
+def _start_tensorflow_quietly() -> None:
+    """Import TensorFlow and let it probe its devices with the process's standard error (file
+    descriptor 2, where its C++ code writes) pointed at /dev/null, then keep its later info and
+    warning lines off (``TF_CPP_MIN_LOG_LEVEL=2`` unless set): the CUDA-driver, CPU-instruction
+    and oneDNN lines of a start are not for the user (``TF_CPP_MIN_LOG_LEVEL`` alone no longer
+    hides them since absl logging); :func:`fcn.device.compute_summary` says what matters."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            import tensorflow as tf
+
+            tf.config.list_physical_devices("GPU")
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -327,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Examples:
         >>> main([])  # no command: the help
-        usage: fcn [-h] [--version] COMMAND ...
+        usage: fcn [-h] [--version] [--verbose] COMMAND ...
         ...
         0
         >>> main(["evaluate", "no-such-model.keras", "VOC2012"])  # a missing file: one line
@@ -338,7 +399,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    verbose = args.verbose or os.environ.get("FCN_VERBOSE", "") not in ("", "0")
     try:
+        if args.computes:
+            if not verbose:
+                _start_tensorflow_quietly()
+            from fcn.device import compute_summary
+
+            print(f"fcn: {compute_summary()}", file=sys.stderr, flush=True)
         return args.func(args)
     except USER_ERRORS as err:
         print(f"fcn: error: {err}", file=sys.stderr)

@@ -1,8 +1,8 @@
 """Machine facts (ground floor): GPU memory growth, the CPU and its kernels, precisions, memory.
 
-Nothing here depends on another ``fcn`` module; the training wing's policies built on these facts
-(the strategy, batch-size probing) live in :mod:`fcn.training.distribute` and
-:mod:`fcn.training.batch_size`.
+Nothing here depends on another ``fcn`` module but the named choices (:mod:`fcn.options`); the
+training wing's policies built on these facts (the strategy, batch-size probing) live in
+:mod:`fcn.training.distribute` and :mod:`fcn.training.batch_size`.
 
 TensorFlow grabs (nearly) all of every GPU's memory the first time it touches it.
 :func:`enable_memory_growth` turns on memory growth instead, so a process only holds what it
@@ -15,9 +15,10 @@ from __future__ import annotations
 import functools
 import os
 import warnings
-from typing import Literal, get_args
 
 import tensorflow as tf
+
+from fcn.options import PRECISIONS, Precision
 
 
 class OutOfMemoryError(RuntimeError):
@@ -115,12 +116,6 @@ def native_bf16() -> str | None:
     return next((name for flag, name in BF16_CPU_FLAGS.items() if flag in flags), None)
 
 
-Precision = Literal["auto", "float32", "bfloat16"]
-
-PRECISIONS: tuple[str, ...] = get_args(Precision)
-"""What ``precision=`` of :func:`fcn.predict`, :func:`fcn.evaluate` and export take."""
-
-
 def bf16_runs_natively() -> bool:
     """Whether bf16 kernels run on native bf16 hardware here: a bf16 GPU, or a CPU with
     :func:`native_bf16` under oneDNN's kernels (Eigen's bf16 convolutions compute in float32:
@@ -198,3 +193,55 @@ def available_host_memory() -> int | None:
     except OSError:
         return None
     return int(fields["MemAvailable"].split()[0]) * 1024
+
+
+def expected_gpu() -> str | None:
+    """Why this machine looks as if it has an NVIDIA GPU (a ``/dev/nvidia0`` device, or
+    ``CUDA_VISIBLE_DEVICES`` naming one), or None.
+
+    Examples:
+        >>> import os
+        >>> os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        >>> expected_gpu()
+        'CUDA_VISIBLE_DEVICES=0'
+        >>> del os.environ["CUDA_VISIBLE_DEVICES"]
+    """
+    if os.path.exists("/dev/nvidia0"):
+        return "/dev/nvidia0 exists"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if visible and visible != "-1":
+        return f"CUDA_VISIBLE_DEVICES={visible}"
+    return None
+
+
+def compute_summary() -> str:
+    """One line saying where ``fcn`` computes, for the command line to say once: the GPUs
+    TensorFlow sees, or the CPU with its kernel set and the precision ``"auto"`` picks there;
+    with a warning first when :func:`expected_gpu` says a GPU was expected but TensorFlow sees
+    none.
+
+    Examples:
+        >>> compute_summary().startswith(("computing on", "warning:"))
+        True
+    """
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        names = ", ".join(
+            tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name)
+            for gpu in gpus
+        )
+        return f"computing on {len(gpus)} GPU{'s' * (len(gpus) > 1)} ({names}), memory growth on"
+    model = _cpu_info()[0]
+    bf16 = native_bf16()
+    precision = (
+        f"bfloat16 where precision is auto ({bf16})" if bf16_runs_natively()
+        else f"float32 (no native bf16{' under Eigen' if bf16 else ''})"
+    )  # fmt: skip
+    line = f"computing on the CPU: {model}, {cpu_kernels()} kernels, {precision}"
+    reason = expected_gpu()
+    if reason:
+        line = (
+            f"warning: {reason} but TensorFlow sees no GPU (a CPU-only TensorFlow? pip install "
+            f"'tensorflow[and-cuda]'); {line}"
+        )
+    return line

@@ -20,29 +20,18 @@ from fcn.classes import NUM_CLASSES, default_class_names, read_class_names
 from fcn.device import enable_memory_growth
 from fcn.initialize import Unwritten, restore_initializers, write_glorot
 from fcn.layers import BilinearUpsampling, CaffeCrop, LeanConv2D, Scale, ScoreCrop
-from fcn.preprocessing import MEAN_BGR, CaffePreprocess
-from fcn.vgg16 import (
+from fcn.layout import (
+    CROP_OFFSETS,
     FC_LAYERS,
+    INPUT_PAD,
+    VARIANTS,
     VGG_BLOCKS,
     body_layer_names,
     conv_name,
-    imagenet_weights_path,
-    load_vgg16_weights,
     pool_name,
 )
-
-VARIANTS: tuple[str, ...] = ("fcn32s", "fcn16s", "fcn8s", "fcn8s_atonce")
-
-INPUT_PAD = 100
-"""Zero padding (in mean-subtracted space, i.e. the mean colour) in front of conv1_1."""
-
-CROP_OFFSETS: dict[str, dict[str, int]] = {
-    "fcn32s": {"score": 19},
-    "fcn16s": {"score_pool4c": 5, "score": 27},
-    "fcn8s": {"score_pool4c": 5, "score_pool3c": 9, "score": 31},
-    "fcn8s_atonce": {"score_pool4c": 5, "score_pool3c": 9, "score": 31},
-}
-"""Top-left offset (pixels) of every crop layer, per variant, as in the reference prototxts."""
+from fcn.preprocessing import MEAN_BGR, CaffePreprocess
+from fcn.vgg16 import imagenet_weights_path, load_vgg16_weights
 
 ATONCE_SCALES = {"pool4": 0.01, "pool3": 0.0001}
 """Fixed scaling of the skip features in the all-at-once FCN-8s."""

@@ -1,6 +1,7 @@
 """The trained models ``fcn`` knows by name (the paper's four), in one registry.
 
-Pure data: importing it imports nothing heavy, so ``fcn models`` lists them at once. What a
+Pure data and paths: importing it imports nothing heavy, so ``fcn models`` lists them at once,
+with where each is kept (:func:`weights_dirs`, :func:`placed_model`). What a
 name is made of: the architecture (:data:`fcn.VARIANTS`), its classes, where the file comes
 from and its checksum, the licence, how it was trained and the accuracy its authors published.
 :func:`fcn.load_model` turns a name into a model (:mod:`fcn.inference.model_files`: download,
@@ -9,7 +10,9 @@ conversion, cache); ``fcn predict --model NAME`` and ``fcn demo`` read the same 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 CAFFE_MODELS_URL = "http://dl.caffe.berkeleyvision.org/"
 """Where the FCN authors publish their trained Caffe models (``fcn.berkeleyvision.org``);
@@ -90,7 +93,8 @@ PRESETS: dict[str, Preset] = {
 the same download; the accuracies are those of fcn.berkeleyvision.org's README."""
 
 DEFAULT_MODEL = "fcn8s-voc"
-"""The model :func:`fcn.load_model` (and ``fcn.predict``, ``fcn predict``) use when none is given."""
+"""The model :func:`fcn.load_model` (and ``fcn.predict``, ``fcn predict``) use when none is
+given."""
 
 
 def preset(name: str) -> Preset:
@@ -106,3 +110,46 @@ def preset(name: str) -> Preset:
     if name not in PRESETS:
         raise KeyError(f"no model called {name!r}; known models: {', '.join(PRESETS)}")
     return PRESETS[name]
+
+
+def cache_dir() -> Path:
+    """Keras' per-user cache, ``$KERAS_HOME/models`` (default ``~/.keras/models``), read at
+    call time: where known models' Caffe files are downloaded.
+
+    Examples:
+        >>> cache_dir().name
+        'models'
+    """
+    return Path(os.environ.get("KERAS_HOME", Path.home() / ".keras")) / "models"
+
+
+def weights_dirs() -> list[Path]:
+    """Where :func:`fcn.load_model` looks for a known model's ``<name>.keras``, in order:
+    ``$FCN_WEIGHTS_DIR``, ``./weights`` (the current folder's), and the per-user cache
+    ``$KERAS_HOME/models/fcn`` (default ``~/.keras/models/fcn``). Nothing inside the installed
+    package: site-packages is no place for a 500 MB model.
+
+    Examples:
+        >>> [d.name for d in weights_dirs()][-2:]
+        ['weights', 'fcn']
+    """
+    dirs = [Path(os.environ["FCN_WEIGHTS_DIR"])] if "FCN_WEIGHTS_DIR" in os.environ else []
+    return [*dirs, Path.cwd() / "weights", cache_dir() / "fcn"]
+
+
+def placed_model(name: str) -> Path | None:
+    """The first ``<name>.keras`` in :func:`weights_dirs` (placed by hand, or converted there
+    on an earlier use), or None: :func:`fcn.load_model` would download it.
+
+    Examples:
+        >>> import tempfile
+        >>> os.environ["FCN_WEIGHTS_DIR"] = folder = tempfile.mkdtemp()
+        >>> placed_model("fcn16s-voc") is None
+        True
+        >>> _ = Path(folder, "fcn16s-voc.keras").write_bytes(b"")
+        >>> placed_model("fcn16s-voc") == Path(folder, "fcn16s-voc.keras")
+        True
+        >>> del os.environ["FCN_WEIGHTS_DIR"]
+    """
+    paths = (folder / f"{name}.keras" for folder in weights_dirs())
+    return next((path for path in paths if path.exists()), None)

@@ -14,52 +14,12 @@ import h5py
 import keras
 
 from fcn.initialize import dataset_reader, h5_layer_weights, kernel_fits, write_slices
+from fcn.layout import FC_LAYERS, VGG_BLOCKS, conv_name
 
 WEIGHTS_FILE = "vgg16_weights_tf_dim_ordering_tf_kernels.h5"
 WEIGHTS_URL = "https://storage.googleapis.com/tensorflow/keras-applications/vgg16/" + WEIGHTS_FILE
 WEIGHTS_MD5 = "64373286793e3c8b2b4e3219cbf3544b"
 """Keras' own hash of the file with the top (``keras.applications.vgg16``); 553 MB."""
-
-VGG_BLOCKS: tuple[tuple[int, int], ...] = ((2, 64), (2, 128), (3, 256), (3, 512), (3, 512))
-"""(number of 3x3 convs, filters) of the five VGG16 blocks."""
-
-
-FC_LAYERS: tuple[str, str] = ("fc6", "fc7")
-"""The paper's names of VGG16's fully connected ``fc1`` and ``fc2``, turned into convolutions."""
-
-
-def conv_name(block: int, index: int) -> str:
-    """The paper's name of the ``index``-th 3x3 conv of VGG block ``block`` (1-based).
-
-    Examples:
-        >>> conv_name(4, 2)
-        'conv4_2'
-    """
-    return f"conv{block}_{index}"
-
-
-def pool_name(block: int) -> str:
-    """The paper's name of the max pool that ends VGG block ``block``.
-
-    Examples:
-        >>> pool_name(4)
-        'pool4'
-    """
-    return f"pool{block}"
-
-
-def body_layer_names() -> tuple[str, ...]:
-    """The VGG body of every FCN in order, conv1_1 .. pool5 (18 layers).
-
-    Examples:
-        >>> body_layer_names()[:3], len(body_layer_names())
-        (('conv1_1', 'conv1_2', 'pool1'), 18)
-    """
-    names: list[str] = []
-    for block, (convs, _) in enumerate(VGG_BLOCKS, 1):
-        names += [conv_name(block, i) for i in range(1, convs + 1)] + [pool_name(block)]
-    return tuple(names)
-
 
 class WeightsUnavailableError(RuntimeError):
     """The VGG16 ImageNet file is not in Keras' cache and could not be downloaded.

@@ -177,3 +177,14 @@ def write_shapes(root: Path, count: int, size: int = 96, seed: int = 0):
         Image.fromarray(image).save(root / "images" / f"{i:03d}.png")
         Image.fromarray(label).save(root / "labels" / f"{i:03d}.png")
     return SegmentationFiles.from_folders(root / "images", root / "labels")
+
+
+COMPUTING = "fcn: computing on "
+"""How the machine line that a computing command says once starts (fcn.device.compute_summary)."""
+
+
+def said(err: str) -> list[str]:
+    """The lines of ``err`` less the machine line, which a computing command says once."""
+    lines = err.strip().splitlines()
+    assert sum(line.startswith(COMPUTING) for line in lines) <= 1, lines
+    return [line for line in lines if not line.startswith(COMPUTING)]

@@ -17,7 +17,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fcn"
 FLOORS: dict[str, int] = {
     # 0: ground floor, facts
     "fcn.classes": 0, "fcn.device": 0, "fcn.preprocessing": 0, "fcn.initialize": 0,
-    "fcn.presets": 0, "fcn.data.errors": 0, "fcn.inference.budget": 0,
+    "fcn.presets": 0, "fcn.layout": 0, "fcn.options": 0, "fcn.data.errors": 0,
+    "fcn.inference.budget": 0,
     # 1: model and data
     "fcn.vgg16": 1, "fcn.conv_gradients": 1, "fcn.layers": 1, "fcn.model": 1, "fcn.caffe": 1,
     "fcn.metrics": 1, "fcn.plots": 1, "fcn.results": 1, "fcn.data": 1,
@@ -73,12 +74,48 @@ def test_every_module_has_a_floor_and_imports_only_downwards():
     assert not wrong, wrong
 
 
-def test_the_ground_floor_imports_no_other_fcn_module():
+PLAIN_FACTS = {"fcn.classes", "fcn.layout", "fcn.options", "fcn.presets"}
+"""Ground-floor modules of plain values that import neither another ``fcn`` module nor
+TensorFlow: the command line's parser stands on them."""
+
+
+def test_the_ground_floor_stands_on_plain_facts_only():
     ground = [name for name in MODULES if floor(name) == 0]
-    assert {"fcn.classes", "fcn.device", "fcn.presets"} <= set(ground)
+    assert PLAIN_FACTS | {"fcn.device"} <= set(ground)
     for name in ground:
         imported = {m for _, m in fcn_imports(ast.parse(MODULES[name].read_text()), name)}
-        assert imported <= {name}, (name, imported)
+        allowed = {name} if name in PLAIN_FACTS else {name} | PLAIN_FACTS
+        assert imported <= allowed, (name, imported - allowed)
+        if name in PLAIN_FACTS:
+            top = {
+                alias.name.split(".")[0]
+                for node in ast.walk(ast.parse(MODULES[name].read_text()))
+                if isinstance(node, ast.Import) for alias in node.names
+            } | {
+                node.module.split(".")[0]
+                for node in ast.walk(ast.parse(MODULES[name].read_text()))
+                if isinstance(node, ast.ImportFrom) and node.module
+            }  # fmt: skip
+            assert not top & {"tensorflow", "keras"}, name
+
+
+def test_the_lazy_public_names_are_the_type_checking_imports():
+    """``fcn.__init__`` names each public name twice, for static tools (its TYPE_CHECKING
+    imports) and for loading on first use (``_PUBLIC``): the two agree, and every name loads."""
+    import fcn
+
+    tree = ast.parse(MODULES["fcn"].read_text())
+    block = next(n for n in tree.body if isinstance(n, ast.If))
+    imported = {
+        alias.name: node.module if node.module != "fcn" else f"fcn.{alias.name}"
+        for node in block.body for alias in node.names
+    }  # fmt: skip
+    assert imported == fcn._PUBLIC
+    assert set(fcn.__all__) == {"__version__", *imported}
+    for name in fcn.__all__:
+        assert getattr(fcn, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'trian'"):
+        fcn.trian  # noqa: B018
 
 
 def test_no_import_circle():

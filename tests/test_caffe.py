@@ -16,7 +16,8 @@ from fcn.caffe import (
     read_caffemodel,
     write_caffemodel,
 )
-from fcn.model import ATONCE_SCALES, CROP_OFFSETS, INPUT_PAD, SKIP_POOLS, UPSAMPLERS, topology
+from fcn.layout import CROP_OFFSETS, INPUT_PAD
+from fcn.model import ATONCE_SCALES, SKIP_POOLS, UPSAMPLERS, topology
 from fcn.preprocessing import PAPER_MEAN_BGR
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import said
 
 import fcn
 from fcn.classes import default_class_names, read_class_names
@@ -61,10 +62,10 @@ def test_labels_beyond_the_class_count_are_refused_naming_the_file(tmp_path, cap
     args += ["none", "--width", "0.0625", "--crop-size", "64", "--batch-size", "2"]
     args += ["--steps-per-epoch", "1", "--epochs", "1", "--run-dir", str(tmp_path / "run")]
     assert main(args) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("fcn: error:") and "SegmentationClass/2026_00000" in err
-    assert "are neither classes 0..2 nor the ignore label 255" in err
-    assert len(err.strip().splitlines()) == 1
+    err = said(capsys.readouterr().err)
+    assert len(err) == 1 and err[0].startswith("fcn: error:")
+    assert "SegmentationClass/2026_00000" in err[0]
+    assert "are neither classes 0..2 nor the ignore label 255" in err[0]
     args[args.index("--class-names") : args.index("--class-names") + 2] = ["--num-classes", "30"]
     args[-1] = str(tmp_path / "run30")
     assert main(args) == 0

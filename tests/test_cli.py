@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import os
 import socket
@@ -13,20 +14,22 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import assert_confusion_of
+from conftest import COMPUTING, assert_confusion_of, randomize, said
 from PIL import Image
 from test_data_download import Server, archive, voc_tar
 
 import fcn
+import fcn.presets
+from fcn.caffe import caffe_layers, convert_caffe, write_caffemodel
 from fcn.cli import EXAMPLES, build_parser, main
 from fcn.data import read_label, sample_voc_root
+from fcn.device import cpu_kernels
 
 VOC = str(sample_voc_root())
 COMMANDS = [
-    "train", "evaluate", "predict", "find-batch-size", "download", "demo", "convert", "info",
+    "train", "evaluate", "predict", "models", "find-batch-size", "download", "demo", "convert",
+    "export", "info",
 ]  # fmt: skip
-
-
 def fcn_cli(*args, cwd=None, env=None):
     """Run ``python -m fcn ARGS`` as a user would; returns the CompletedProcess."""
     environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
@@ -34,6 +37,13 @@ def fcn_cli(*args, cwd=None, env=None):
         [sys.executable, "-m", "fcn", *map(str, args)], capture_output=True, text=True,
         cwd=cwd, env=environment, timeout=600,
     )  # fmt: skip
+
+
+def closed_url() -> str:
+    """An address on 127.0.0.1 where nothing listens: a download from it fails at once."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}/"
 
 
 def assert_user_error(run, *fragments):
@@ -68,6 +78,60 @@ def test_help_and_version(capsys):
         assert EXAMPLES[name] in help_text
 
 
+def test_help_and_version_answer_without_tensorflow():
+    """``--version``, ``--help`` and every command's ``--help`` (and ``fcn models``) in a fresh
+    interpreter as the entry point runs them: TensorFlow and Keras are never imported."""
+    argvs = [["--version"], ["--help"], ["models"]] + [[name, "--help"] for name in COMMANDS]
+    code = (
+        "import contextlib, io, sys\n"
+        "from fcn.cli import main\n"
+        f"for argv in {argvs!r}:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        try:\n"
+        "            assert main(argv) == 0, argv\n"
+        "        except SystemExit as exit_:\n"
+        "            assert exit_.code == 0, argv\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'keras'}))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "[]"
+    assert run.stderr == ""
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_computing_command_says_one_line_of_its_own_and_hides_tensorflows(tmp_path, verbose):
+    """Without --verbose, the standard error of a command that starts TensorFlow is fcn's own
+    machine line and the error, nothing of TensorFlow's start-up; --verbose keeps both lines
+    (and lets TensorFlow's through)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "FCN_VERBOSE")}
+    args = ["convert", str(tmp_path / "none.caffemodel"), "--out", str(tmp_path / "x.keras")]
+    run = subprocess.run(
+        [sys.executable, "-m", "fcn", *args, *(["--verbose"] if verbose else [])],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 2
+    lines = run.stderr.strip().splitlines()
+    ours = [line for line in lines if line.startswith("fcn: ")]
+    assert len(ours) == 2 and ours[0].startswith(COMPUTING), lines
+    assert f", {cpu_kernels()} kernels, " in ours[0] or "GPU" in ours[0]
+    assert ours[1].startswith("fcn: error: ") and "none.caffemodel" in ours[1]
+    if not verbose:
+        assert lines == ours
+
+
+def test_models_lists_the_presets_and_where_each_is(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FCN_WEIGHTS_DIR", str(tmp_path))
+    monkeypatch.setenv("FCN_MODELS_URL", "http://127.0.0.1:9/")
+    (tmp_path / "fcn16s-voc.keras").write_bytes(b"")
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out[::2]] == list(fcn.presets.PRESETS)
+    assert out[0].startswith("fcn8s-voc (default)  fcn8s, 21 classes, 65.5 mean IU")
+    assert out[1].strip() == "downloaded on first use: http://127.0.0.1:9/fcn8s-heavy-pascal.caffemodel"
+    assert out[3].strip() == f"cached: {tmp_path / 'fcn16s-voc.keras'}"
+
+
 def test_info_prints_size_and_offsets(capsys):
     assert main(["info", "--variant", "fcn16s"]) == 0
     out = capsys.readouterr().out
@@ -93,9 +157,7 @@ def test_predict_user_errors(model_file, tmp_path):
         "missing.jpg",
     )
     (tmp_path / "x.jpg").write_bytes(b"")
-    with socket.socket() as s:  # a port nothing listens on: the default model cannot come
-        s.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{s.getsockname()[1]}/"
+    closed = closed_url()  # the default model cannot come
     assert_user_error(
         fcn_cli("predict", tmp_path / "x.jpg", "--out", tmp_path, cwd=tmp_path,
                 env={"FCN_WEIGHTS_DIR": str(tmp_path), "KERAS_HOME": str(tmp_path / "k"),
@@ -126,8 +188,8 @@ def test_evaluate_and_train_user_errors(model_file, tmp_path, capsys):
         (["train", str(tmp_path / "nowhere"), "--weights", "none"], "nowhere"),
     ]:  # the same handler in-process (a subprocess costs seconds of TensorFlow start-up)
         assert main(args) == 2
-        err = capsys.readouterr().err
-        assert err.startswith("fcn: error:") and fragment in err and len(err.splitlines()) == 1
+        err = said(capsys.readouterr().err)
+        assert len(err) == 1 and err[0].startswith("fcn: error:") and fragment in err[0]
 
 
 def test_train_options_are_train_config_fields_and_only_those_given_are_passed():
@@ -200,7 +262,7 @@ def test_train_runs_and_resumes(tmp_path, capsys):
     assert state["settings"]["width"] == 0.0625 and state["settings"]["crop_size"] == 64
     capsys.readouterr()
     assert main(["train", VOC, "--run-dir", run_dir, "--resume", "--width", "0.125"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = said(capsys.readouterr().err)
     assert len(err) == 1
     assert err[0].startswith("fcn: error: resume: width 0.125 differs from the run's 0.0625")
 
@@ -211,7 +273,7 @@ def test_train_that_diverges_exits_1_with_one_line_and_keeps_the_initial_model(t
     args += ["--batch-size", "2", "--steps-per-epoch", "3", "--epochs", "2"]
     args += ["--learning-rate", "1e30", "--val-every", "2", "--run-dir", str(tmp_path / "run")]
     assert main(args) == 1
-    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("fcn:")]
+    lines = [line for line in said(capsys.readouterr().err) if line.startswith("fcn:")]
     assert len(lines) == 1 and lines[0].startswith("fcn: training stopped: epoch 1: non-finite")
     assert "kept epoch-0000.keras" in lines[0]
     state = json.loads((tmp_path / "run" / "state.json").read_text())
@@ -240,9 +302,18 @@ def test_download_from_a_local_server(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "VOCdevkit" / "VOC2012" / "ImageSets").is_dir()
 
 
-def test_demo_runs_end_to_end(tmp_path):
-    run = fcn_cli("demo", "--out", tmp_path / "demo", "--epochs", "1", "--steps-per-epoch", "1")
+def test_demo_offline_trains_the_smoke_model_and_says_why(tmp_path):
+    """The paper's FCN-8s cannot be had (its address refuses): the demo says so and why, then
+    runs the smoke training end to end."""
+    closed = closed_url()
+    run = fcn_cli(
+        "demo", "--out", tmp_path / "demo", "--epochs", "1", "--steps-per-epoch", "1",
+        cwd=tmp_path, env={"FCN_MODELS_URL": closed, "KERAS_HOME": str(tmp_path / "k"),
+                           "FCN_WEIGHTS_DIR": str(tmp_path)},
+    )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
+    assert "The paper's FCN-8s cannot be had here, so the demo trains the smoke model" in run.stdout
+    assert f"{closed}fcn8s-heavy-pascal.caffemodel" in run.stdout
     assert "What these numbers mean: this is a smoke run" in run.stdout
     assert "model: a width-1/8 FCN-8s from a random initialisation" in run.stdout
     out = tmp_path / "demo"
@@ -253,3 +324,34 @@ def test_demo_runs_end_to_end(tmp_path):
     assert len(list((out / "predictions").glob("*_compare.png"))) == 8
     truth = read_label(sample_voc_root() / "SegmentationClass" / "2007_000033.png")
     assert read_label(out / "predictions" / "2007_000033.png").shape == truth.shape == (366, 500)
+
+
+def test_demo_scores_the_papers_fcn8s_when_it_can_be_had(tmp_path, monkeypatch, capsys):
+    """fcn8s-voc served from 127.0.0.1 (a width-1/16 FCN-8s written as the paper's Caffe file,
+    its MD5 the registry's): the demo downloads and converts it, trains nothing, scores it on
+    the 8 val images and says it is the paper's model; its predictions are the converted
+    model's."""
+    source = randomize(fcn.build_model("fcn8s", weights=None, width=1 / 16), seed=3)
+    served = tmp_path / "served.caffemodel"
+    write_caffemodel(served, caffe_layers(source))
+    known = fcn.presets.PRESETS["fcn8s-voc"]
+    payload = served.read_bytes()
+    md5 = hashlib.md5(payload).hexdigest()
+    monkeypatch.setitem(fcn.presets.PRESETS, "fcn8s-voc", dataclasses.replace(known, md5=md5))
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras"))
+    monkeypatch.setenv("FCN_WEIGHTS_DIR", str(tmp_path / "none"))
+    out = tmp_path / "demo"
+    with Server({known.caffemodel: payload}) as server:
+        monkeypatch.setenv("FCN_MODELS_URL", server.url(""))
+        assert main(["demo", "--out", str(out)]) == 0
+        assert len(server.requests) == 1
+    printed = capsys.readouterr().out
+    assert "model: fcn8s-voc, the paper's trained FCN-8s" in printed
+    assert "never seen in its training" in printed and "smoke" not in printed
+    assert not (out / "run").exists() and not (out / "training_curves.png").exists()
+    assert json.loads((out / "metrics.json").read_text())["num_images"] == 8
+    converted = convert_caffe(served)
+    image = sample_voc_root() / "JPEGImages" / "2007_000033.jpg"
+    np.testing.assert_array_equal(
+        read_label(out / "predictions" / "2007_000033.png"), fcn.predict(image, converted)
+    )

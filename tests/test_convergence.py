@@ -19,7 +19,7 @@ from PIL import Image
 import fcn
 from fcn.classes import IGNORE_LABEL
 from fcn.data import SegmentationFiles, read_image, sample_voc_root, voc_ids, voc_pairs
-from fcn.training.recipes import HEAD_SCORE
+from fcn.training.loss import HEAD_SCORE
 
 WEIGHTS = Path(
     os.environ.get(

@@ -1,4 +1,5 @@
-"""Every public function and class of ``fcn`` has a runnable ``Examples`` section, and every example runs.
+"""Every public function and class of ``fcn`` has a runnable ``Examples`` section, and every example
+runs.
 
 Part of the suite, so a docstring whose example stops matching the code fails here. Each
 module's doctests run in a copy of that module's namespace (as ``python -m doctest`` would), with

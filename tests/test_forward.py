@@ -16,7 +16,8 @@ from conftest import TINY, clear_of_ties, network_tolerance, randomize
 from fcn import build_model
 from fcn.inference import budget, streamed
 from fcn.inference.streamed import compiled_forward, streams
-from fcn.model import VARIANTS, topology, topology_of
+from fcn.layout import VARIANTS
+from fcn.model import topology, topology_of
 
 SIZES = [(1, 1, 1), (1, 37, 53), (2, 64, 40), (1, 131, 200)]
 

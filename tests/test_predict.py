@@ -15,6 +15,7 @@ from PIL import Image
 from test_data_download import Server
 
 import fcn
+from fcn import presets
 from fcn.caffe import caffe_layers, convert_caffe, write_caffemodel
 from fcn.data import DataError, read_image, read_pair, write_label
 from fcn.inference import model_files
@@ -155,7 +156,7 @@ def test_default_model_is_looked_for_beside_the_user_never_in_the_package(
     monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras"))
     monkeypatch.chdir(tmp_path)
     cache = tmp_path / "keras" / "models" / "fcn"
-    assert model_files.weights_dirs() == [tmp_path / "weights", cache]
+    assert presets.weights_dirs() == [tmp_path / "weights", cache]
     cache.mkdir(parents=True)
     shutil.copy(model_file, cache / DEFAULT_MODEL_FILE)
     image = RNG.integers(0, 256, (24, 24, 3)).astype(np.uint8)
@@ -170,9 +171,9 @@ def test_the_papers_model_by_name_downloads_once_converts_and_caches(monkeypatch
     served = tmp_path / "served.caffemodel"
     write_caffemodel(served, caffe_layers(source))
     data = served.read_bytes()
-    name = model_files.KNOWN_MODELS["fcn8s-voc"].caffemodel
-    known = model_files.KnownModel("fcn8s", name, hashlib.md5(data).hexdigest())
-    monkeypatch.setitem(model_files.KNOWN_MODELS, "fcn8s-voc", known)
+    name = presets.PRESETS["fcn8s-voc"].caffemodel
+    known = dataclasses.replace(presets.PRESETS["fcn8s-voc"], md5=hashlib.md5(data).hexdigest())
+    monkeypatch.setitem(presets.PRESETS, "fcn8s-voc", known)
     monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras"))
     monkeypatch.delenv("FCN_WEIGHTS_DIR", raising=False)
     monkeypatch.chdir(tmp_path)
@@ -190,7 +191,7 @@ def test_the_papers_model_by_name_downloads_once_converts_and_caches(monkeypatch
 
         shutil.rmtree(tmp_path / "keras")
         wrong = dataclasses.replace(known, md5="0" * 32)
-        monkeypatch.setitem(model_files.KNOWN_MODELS, "fcn8s-voc", wrong)
+        monkeypatch.setitem(presets.PRESETS, "fcn8s-voc", wrong)
         with pytest.raises(model_files.ModelUnavailableError, match="MD5"):
             fcn.load_model("fcn8s-voc")
         assert not list((tmp_path / "keras" / "models").glob("*.caffemodel"))

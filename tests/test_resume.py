@@ -16,8 +16,8 @@ import pytest
 from conftest import write_shapes
 
 import fcn
-from fcn.training.checkpoint import STATE_FILE, read_state
-from fcn.training.config import TrainConfig
+from fcn.training.checkpoint import read_state
+from fcn.training.config import STATE_FILE, TrainConfig
 from fcn.training.train import RESUME_SEED_STRIDE, input_fn
 
 SCRIPT = Path(__file__).with_name("train_script.py")

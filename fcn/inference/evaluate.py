@@ -24,13 +24,13 @@ import tensorflow as tf
 from fcn.data import eval_dataset, voc_pairs
 from fcn.data.decode import check_label, read_image
 from fcn.data.errors import DataError, data_errors_named
-from fcn.device import Precision
 from fcn.inference import budget
 from fcn.inference.precision import in_precision
 from fcn.inference.streamed import compiled_forward, streams
 from fcn.inference.tiling import DEFAULT_MARGIN, predict_tiled
 from fcn.metrics import ConfusionMatrix
 from fcn.model import class_names as model_class_names
+from fcn.options import Precision
 from fcn.results import EvaluationResult
 
 

@@ -39,7 +39,6 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
 
 import keras
 import tensorflow as tf
@@ -49,15 +48,10 @@ from fcn.device import OutOfMemoryError, Precision, available_host_memory, resol
 from fcn.inference.model_files import load_model
 from fcn.inference.precision import in_precision
 from fcn.layers import ClassLabels
+from fcn.options import EXPORT_FORMATS, OUTPUTS, ExportFormat, Output
 
 INPUT_NAME = "image"
 """The name of an exported model's input."""
-
-
-Output = Literal["labels", "logits"]
-
-OUTPUTS: tuple[str, ...] = get_args(Output)
-"""What an exported model returns, and the name of its output."""
 
 
 def serving_model(model: keras.Model, output: Output = "labels") -> keras.Model:
@@ -161,12 +155,12 @@ class Format:
     write: Writer
 
 
-FORMATS: dict[str, Format] = {
+FORMATS: dict[ExportFormat, Format] = {
     "saved_model": Format("", 0.2, _write_saved_model),
     "litert": Format(".tflite", 10.0, _write_litert),
     "onnx": Format(".onnx", 6.0, _write_onnx),
 }
-"""``export_model``'s formats."""
+"""How each of :data:`fcn.options.EXPORT_FORMATS` is written."""
 
 
 def _input_spec(format: str, size: tuple[int, int] | None) -> tf.TensorSpec:
@@ -208,7 +202,7 @@ def _replace(new: Path, path: Path) -> None:
 def export_model(
     model: keras.Model | str | os.PathLike | None,
     path: str | os.PathLike,
-    format: Literal["saved_model", "litert", "onnx"] = "saved_model",
+    format: ExportFormat = "saved_model",
     *,
     size: tuple[int, int] | None = None,
     output: Output = "labels",
@@ -221,7 +215,7 @@ def export_model(
             default model (:func:`fcn.load_model`).
         path: the folder (saved_model) or file to write; an existing one is replaced once the
             new one is complete. A LiteRT file's name must end in ``.tflite``.
-        format: one of :data:`FORMATS` (see the module's table).
+        format: one of :data:`fcn.options.EXPORT_FORMATS` (see the module's table).
         size: (height, width) in pixels that the exported model takes; required for
             ``litert``, optional elsewhere (default: any size).
         output: ``"labels"``: (N, H, W) class indices, uint8 up to 256 classes, else int32;
@@ -242,8 +236,8 @@ def export_model(
         >>> served(image=tf.zeros((1, 60, 80, 3), tf.uint8))["labels"].shape
         TensorShape([1, 60, 80])
     """
-    if format not in FORMATS:
-        raise ValueError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
+    if format not in EXPORT_FORMATS:
+        raise ValueError(f"unknown format {format!r}; choose one of {', '.join(EXPORT_FORMATS)}")
     spec = _input_spec(format, size)
     path = Path(path)
     if FORMATS[format].suffix and path.suffix != FORMATS[format].suffix:

@@ -7,9 +7,9 @@ code: the FCN has no Lambda layers) and checks the file against a ``SHA256SUMS``
 resumed training run builds its model from its recorded settings and reads only the values of
 its checkpoint: :func:`fcn.train`.)
 
-The models known by name are :data:`fcn.presets.PRESETS` (the paper's trained VOC models,
-released as Caffe files): by name (``load_model("fcn8s-voc")``) the file is downloaded once
-from the authors' address into Keras' cache (resumable, MD5-checked where a checksum is published), converted once
+The models known by name are :data:`fcn.presets.PRESETS` (the paper's trained VOC models, released
+as Caffe files): by name (``load_model("fcn8s-voc")``) the file is downloaded once from the authors'
+address into Keras' cache (resumable, MD5-checked where a checksum is published), converted once
 (:func:`fcn.convert_caffe`) and kept as ``<name>.keras`` in the cache's ``fcn`` folder.
 """
 
@@ -17,17 +17,24 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import keras
 
 from fcn.caffe import convert_caffe
 from fcn.data.download import fetch
-from fcn.device import Precision, enable_memory_growth, resolve_precision
+from fcn.device import enable_memory_growth, resolve_precision
 from fcn.inference.precision import set_precision
 from fcn.initialize import load_keras_in_place
-from fcn.presets import CAFFE_MODELS_URL, DEFAULT_MODEL, PRESETS, preset
+from fcn.options import Precision
+from fcn.presets import (
+    CAFFE_MODELS_URL,
+    DEFAULT_MODEL,
+    PRESETS,
+    cache_dir,
+    placed_model,
+    preset,
+)
 
 DEFAULT_MODEL_FILE = f"{DEFAULT_MODEL}.keras"
 """Its file name: a model trained or converted by hand and placed in :func:`weights_dirs`
@@ -45,20 +52,6 @@ class ModelUnavailableError(RuntimeError):
 
 CHECKSUM_FILE = "SHA256SUMS"
 """``<sha256>  <file name>`` lines (the format of ``sha256sum``) beside model files."""
-
-
-def weights_dirs() -> list[Path]:
-    """Where :func:`load_model` looks for :data:`DEFAULT_MODEL_FILE`, in order:
-    ``$FCN_WEIGHTS_DIR``, ``./weights`` (the current folder's), and the per-user cache
-    ``$KERAS_HOME/models/fcn`` (default ``~/.keras/models/fcn``). Nothing inside the installed
-    package: site-packages is no place for a 500 MB model.
-
-    Examples:
-        >>> [d.name for d in weights_dirs()][-2:]
-        ['weights', 'fcn']
-    """
-    dirs = [Path(os.environ["FCN_WEIGHTS_DIR"])] if "FCN_WEIGHTS_DIR" in os.environ else []
-    return [*dirs, Path.cwd() / "weights", cache_dir() / "fcn"]
 
 
 def check_sum(path: str | os.PathLike) -> None:
@@ -100,17 +93,6 @@ def _existing(path: str | os.PathLike) -> Path:
     return path
 
 
-def cache_dir() -> Path:
-    """Keras' per-user cache, ``$KERAS_HOME/models`` (default ``~/.keras/models``), read at
-    call time: where known models' Caffe files are downloaded.
-
-    Examples:
-        >>> cache_dir().name
-        'models'
-    """
-    return Path(os.environ.get("KERAS_HOME", Path.home() / ".keras")) / "models"
-
-
 def known_model_path(name: str) -> Path:
     """The ``.keras`` file of the known model ``name``: the first ``<name>.keras`` in
     :func:`weights_dirs`, else downloaded and converted into ``cache_dir() / "fcn"``.
@@ -129,9 +111,9 @@ def known_model_path(name: str) -> Path:
         True
         >>> del os.environ["FCN_WEIGHTS_DIR"]
     """
-    for folder in weights_dirs():
-        if (folder / f"{name}.keras").exists():
-            return folder / f"{name}.keras"
+    placed = placed_model(name)
+    if placed is not None:
+        return placed
     known = preset(name)
     base = os.environ.get("FCN_MODELS_URL", CAFFE_MODELS_URL)
     caffemodel, url = cache_dir() / known.caffemodel, base + known.caffemodel

@@ -22,8 +22,9 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from fcn.device import Precision, resolve_precision
+from fcn.device import resolve_precision
 from fcn.model import topology_named
+from fcn.options import Precision
 
 
 def trunk_layers(model: keras.Model | set[str]) -> set[str]:
@@ -96,7 +97,7 @@ def in_precision(model: keras.Model, precision: Precision | None = "auto") -> ke
     precision holding the model's current weights. None: the model as it is.
 
     Raises:
-        ValueError: for a precision not in :data:`fcn.device.PRECISIONS`, naming it.
+        ValueError: for a precision not in :data:`fcn.options.PRECISIONS`, naming it.
 
     Examples:
         >>> import fcn

@@ -20,13 +20,13 @@ from PIL import Image
 
 from fcn.data.decode import read_image
 from fcn.data.files import IMAGE_SUFFIXES
-from fcn.device import Precision
 from fcn.inference.budget import Budget
 from fcn.inference.model_files import load_model
 from fcn.inference.precision import in_precision
 from fcn.inference.streamed import streams
 from fcn.inference.tiling import DEFAULT_MARGIN, predict_tiled
 from fcn.layers import label_dtype
+from fcn.options import Precision
 
 ImageLike = str | os.PathLike | Image.Image | np.ndarray
 

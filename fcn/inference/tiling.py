@@ -21,10 +21,10 @@ from typing import NamedTuple
 import keras
 import numpy as np
 
-from fcn.device import Precision
 from fcn.inference.budget import fits_one_pass
 from fcn.inference.precision import in_precision
 from fcn.inference.streamed import Output, compiled_forward
+from fcn.options import Precision
 
 STRIDE = 32
 """Output stride of every FCN variant: tile origins are multiples of it."""

@@ -16,8 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from fcn.device import available_host_memory
+from fcn.training.loss import segmentation_loss
 from fcn.training.optimizer import CaffeSGD, update_order
-from fcn.training.recipes import segmentation_loss
 
 
 def training_memory_estimate(model: keras.Model, crop_size: int, batch_size: int) -> int:

@@ -28,9 +28,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-STATE_FILE = "state.json"
-BEST_FILE = "best.keras"
-LOG_FILE = "log.csv"
+from fcn.training.config import BEST_FILE, LOG_FILE, STATE_FILE
 
 
 def _replace_atomically(write, path: Path) -> None:

@@ -13,10 +13,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 from fcn.classes import IGNORE_LABEL, NUM_CLASSES
-from fcn.model import VARIANTS
-from fcn.training.checkpoint import BEST_FILE, LOG_FILE, STATE_FILE
+from fcn.layout import VARIANTS, VGG_BLOCKS
 from fcn.training.recipes import RECIPES
-from fcn.vgg16 import VGG_BLOCKS
+
+STATE_FILE = "state.json"
+"""The run's state in ``run_dir`` (:mod:`fcn.training.checkpoint`: epochs, history, these
+settings)."""
+BEST_FILE = "best.keras"
+"""The model with the best validation mean IoU so far, in ``run_dir``."""
+LOG_FILE = "log.csv"
+"""One row per completed epoch, in ``run_dir``."""
 
 MIXED_PRECISION_POLICIES: tuple[str, ...] = ("auto", "mixed_float16", "mixed_bfloat16")
 """The Keras mixed-precision policies :func:`fcn.train` accepts (logits stay float32)."""

@@ -41,7 +41,7 @@ import tensorflow as tf
 
 from fcn.classes import IGNORE_LABEL
 from fcn.training.distribute import SUM, is_chief
-from fcn.training.recipes import segmentation_loss
+from fcn.training.loss import segmentation_loss
 
 
 def train_step(model: keras.Model, strategy: tf.distribute.Strategy):

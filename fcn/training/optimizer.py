@@ -1,9 +1,10 @@
 """Caffe's SGD as the FCN solvers run it, and the order in which a step updates the variables.
 
 :class:`CaffeSGD`: coupled L2 decay on kernels, twice the rate and no decay on biases, per-layer
-rate multipliers (the skip layers' :func:`fcn.training.recipes.skip_kernel_lr_mults`) and
+rate multipliers (the skip layers' :func:`fcn.training.loss.skip_kernel_lr_mults`) and
 measured per-layer factors held in the optimiser's state; momentum applied in place.
 :func:`update_order`: each variable updated as soon as the backward pass is done reading it.
+:func:`recipe_optimizer`: the optimiser a :class:`~fcn.training.recipes.Recipe` asks for.
 """
 
 from __future__ import annotations
@@ -13,20 +14,23 @@ from collections.abc import Sequence
 import keras
 import tensorflow as tf
 
+from fcn.training.loss import HEAD_SCORE
+from fcn.training.recipes import Recipe
+
 
 @keras.saving.register_keras_serializable(package="fcn")
 class CaffeSGD(keras.optimizers.SGD):
     """SGD with Caffe's solver conventions of the FCN ``solver.prototxt`` files.
 
-    Kernels get L2 weight decay coupled into the gradient (``g + decay * w``, as Caffe does;
-    Keras' own ``weight_decay`` is decoupled); biases (1-D variables) get ``bias_lr_mult`` times
-    the learning rate and no decay. ``kernel_lr_mults`` maps layer names to a factor on their
-    kernel's loss gradient (``mult * g + decay * w``): with ``s**2`` it trains that layer exactly
-    as if its input were scaled by ``s`` (see :func:`skip_kernel_lr_mults`). The layers of
-    ``measured_layers`` get one more factor on their kernel's loss gradient, held in the
-    optimiser's state rather than its config (:attr:`rate_factors`, 1 until set; saved,
-    restored and synced with the other optimiser variables): :func:`fcn.training.train.train` sets
-    score_fr's from its input energy at the start of a run (:func:`stable_rate_factor`).
+    Kernels get L2 weight decay coupled into the gradient (``g + decay * w``, as Caffe does; Keras'
+    own ``weight_decay`` is decoupled); biases (1-D variables) get ``bias_lr_mult`` times the
+    learning rate and no decay. ``kernel_lr_mults`` maps layer names to a factor on their kernel's
+    loss gradient (``mult * g + decay * w``): with ``s**2`` it trains that layer exactly as if its
+    input were scaled by ``s`` (see :func:`fcn.training.loss.skip_kernel_lr_mults`). The layers of
+    ``measured_layers`` get one more factor on their kernel's loss gradient, held in the optimiser's
+    state rather than its config (:attr:`rate_factors`, 1 until set; saved, restored and synced with
+    the other optimiser variables): :func:`fcn.training.train.train` sets score_fr's from its input
+    energy at the start of a run (:func:`fcn.training.loss.stable_rate_factor`).
 
     Examples:
         >>> optimizer = CaffeSGD(learning_rate=1e-4, momentum=0.9,
@@ -170,3 +174,35 @@ def update_order(model: keras.Model) -> dict[str, tuple[str, ...]]:
         )  # fmt: skip
         order.update({variable.path: after for variable in layer.trainable_weights})
     return order
+
+
+def recipe_optimizer(
+    recipe: Recipe,
+    total_batches: int,
+    accumulate: int = 1,
+    kernel_lr_mults: dict[str, float] | None = None,
+) -> CaffeSGD:
+    """The optimiser ``recipe`` asks for, for a run of ``total_batches`` batches, averaging
+    ``accumulate`` batches per update, with ``kernel_lr_mults``
+    (:func:`fcn.training.loss.skip_kernel_lr_mults` of the model) and score_fr's measured factor
+    (:data:`fcn.training.loss.HEAD_SCORE`). (Keras evaluates a schedule at every batch,
+    accumulated or not, so the poly schedule spans batches, not updates.)
+
+    Examples:
+        >>> from fcn.training.recipes import RECIPES
+        >>> optimizer = recipe_optimizer(RECIPES["practical"], total_batches=1000)
+        >>> optimizer.momentum, round(float(optimizer.learning_rate), 6)  # poly schedule, step 0
+        (0.9, 0.001)
+    """
+    lr = recipe.learning_rate
+    if recipe.poly_power is not None:
+        lr = keras.optimizers.schedules.PolynomialDecay(
+            lr, max(total_batches, 1), end_learning_rate=0.0, power=recipe.poly_power
+        )
+    return CaffeSGD(
+        learning_rate=lr,
+        momentum=recipe.momentum,
+        gradient_accumulation_steps=accumulate if accumulate > 1 else None,
+        kernel_lr_mults=kernel_lr_mults,
+        measured_layers=(HEAD_SCORE,),
+    )

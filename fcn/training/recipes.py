@@ -1,4 +1,4 @@
-"""Training recipes: the loss, Caffe's SGD, and the two ways to train an FCN.
+"""Training recipes, as plain data: the two ways to train an FCN, and why their numbers.
 
 * ``practical`` (default): batches of fixed-size augmented crops, SGD momentum 0.9, learning
   rate 1e-3 with a poly schedule, VGG blocks 1-4 of a pretrained body frozen; what most
@@ -6,9 +6,10 @@
 * ``paper``: the FCN paper's recipe, one whole image per step at native size, no augmentation,
   SGD momentum 0.99, a fixed rate of 1e-10 per summed pixel (1.9e-5 for our mean loss).
 
-Both use Caffe's weight decay 5e-4 on kernels and twice the learning rate without decay for
-biases (:class:`CaffeSGD`), and, for the staged FCN-16s/FCN-8s, the skip-layer rates of
-:func:`skip_kernel_lr_mults`.
+Both use Caffe's weight decay 5e-4 on kernels and twice the learning rate without decay for biases
+(:class:`fcn.training.optimizer.CaffeSGD`, built by
+:func:`fcn.training.optimizer.recipe_optimizer`), and, for the staged FCN-16s/FCN-8s, the skip-layer
+rates of :func:`fcn.training.loss.skip_kernel_lr_mults`.
 
 Why these rates (measured from the real ImageNet VGG16 conv weights on real VOC crops, 320x320,
 batch 1; ``benchmarks/convergence.py`` and ``benchmarks/README.md``). With Caffe's 0..255 input
@@ -16,182 +17,54 @@ the pretrained features are large, and the three score layers see inputs of very
 energy: mean ||x||^2 per pixel 9.7e6 at pool3, 8.1e5 at pool4, 3.0e3 at fc7 (random fc6/fc7,
 dropout off). For a zero-initialised linear score layer the curvature of the loss along its
 kernel grows with its input's energy (at most energy / classes at the start:
-:func:`stable_rate_factor`), so no single learning rate suits all three: at the old default
-1e-3, score_pool3's first step alone (gradient 1.7e3) made logits of 1.8e4 (loss 5,007 at step
-2), their gradients wrecked the body (conv1_1's gradient 9.4e3 for a kernel of norm 8.6) and the
-loss was NaN at step 5; at 1e-4 it spiked to 500 before settling on the majority class; the
+:func:`fcn.training.loss.stable_rate_factor`), so no single learning rate suits all three: at the
+old default 1e-3, score_pool3's first step alone (gradient 1.7e3) made logits of 1.8e4 (loss 5,007
+at step 2), their gradients wrecked the body (conv1_1's gradient 9.4e3 for a kernel of norm 8.6) and
+the loss was NaN at step 5; at 1e-4 it spiked to 500 before settling on the majority class; the
 paper's 1.9e-5 with momentum 0.99 went to 346 and never learned. The paper itself never trains
-FCN-8s from ImageNet with one rate: it trains FCN-32s at 1e-10, then FCN-16s at 1e-12, then
-FCN-8s at 1e-14, or scales pool4 by 1e-2 and pool3 by 1e-4 in the at-once net. For SGD from a
-zero kernel, scaling a layer's input by ``s`` is the same as multiplying its kernel's gradient
-by ``s**2``, so :func:`skip_kernel_lr_mults` gives the staged nets the at-once scaling without
-changing the model (its weights stay those of ``voc-fcn8s``). With it, 30 steps at 1e-4
-(momentum 0.9) and at 1.9e-5 (0.99) never exceeded a loss of 6.1; 1e-3 still spiked to 29. From
-a random initialisation (``weights=None``) the imbalance is mild (pool3 and pool4 energies
+FCN-8s from ImageNet with one rate: it trains FCN-32s at 1e-10, then FCN-16s at 1e-12, then FCN-8s
+at 1e-14, or scales pool4 by 1e-2 and pool3 by 1e-4 in the at-once net. For SGD from a zero kernel,
+scaling a layer's input by ``s`` is the same as multiplying its kernel's gradient by ``s**2``, so
+:func:`fcn.training.loss.skip_kernel_lr_mults` gives the staged nets the at-once scaling without
+changing the model (its weights stay those of ``voc-fcn8s``). With it, 30 steps at 1e-4 (momentum
+0.9) and at 1.9e-5 (0.99) never exceeded a loss of 6.1; 1e-3 still spiked to 29. From a random
+initialisation (``weights=None``) the imbalance is mild (pool3 and pool4 energies
 20-30x and 6-8x fc7's, measured) and one rate serves all layers:
 :func:`fcn.training.train.compile_for_training` applies the multipliers to pretrained bodies only.
 
-What learns fastest from ImageNet weights (issue 24; ``benchmarks/time_to_accuracy.py``, mean
-IoU on 30 held-out real VOC images after 10 minutes of training on a 2-core CPU in bf16, figures
-in ``benchmarks/README.md``). The old practical rate, 1e-4 at batch 8, moved 1.25e-4 per image
-seen (lr / (1 - momentum) / batch), 15x less than the paper's 1.9e-3 at batch 1: in 10 minutes
-it had learned the class prior only (background everywhere, mean IoU 0.037), and so had 1e-3
-with every layer trained (0.038). Freezing the convolutions of VGG blocks 1-4
-(``frozen_blocks=4``: the ImageNet features stay as they are, and the backward pass stops at
-conv5_1) makes a step 2.3x cheaper (0.76 s per 320x320 crop instead of 1.74) and learned objects
-at 1e-3: 0.099 (person 0.37, bus 0.33, dog 0.33), at batch 2 and 2.5e-4 0.089; freezing fewer
-blocks is 1.2x (2) and 1.6x (3) cheaper. The rate is bounded by score_fr's curvature (below),
-not by the batch: at the same 1e-3, batch 2 takes 4x the steps of batch 8 for the same crops and
-reached 0.131 in 10 minutes (person 0.60, bus 0.47, dog 0.25, cat 0.25), batch 1 0.102 (more
-steps, but each crop 1.2x dearer and the noisiest): batch 2 it is. Initialising fc6/fc7 of a
-'notop' body to pass pool5's centre through (512 of their channels) instead of glorot gave
-0.091: not taken. At 1e-3 score_fr is at 0.55 of its stability bound
-(:func:`stable_rate_factor`: 2 (1 + momentum) x 21 classes / 4.4e4); the skip-layer multipliers
-keep score_pool3/4 far inside theirs.
+What learns fastest from ImageNet weights (issue 24; ``benchmarks/time_to_accuracy.py``, mean IoU on
+30 held-out real VOC images after 10 minutes of training on a 2-core CPU in bf16, figures in
+``benchmarks/README.md``). The old practical rate, 1e-4 at batch 8, moved 1.25e-4 per image seen (lr
+/ (1 - momentum) / batch), 15x less than the paper's 1.9e-3 at batch 1: in 10 minutes it had learned
+the class prior only (background everywhere, mean IoU 0.037), and so had 1e-3 with every layer
+trained (0.038). Freezing the convolutions of VGG blocks 1-4 (``frozen_blocks=4``: the ImageNet
+features stay as they are, and the backward pass stops at conv5_1) makes a step 2.3x cheaper (0.76 s
+per 320x320 crop instead of 1.74) and learned objects at 1e-3: 0.099 (person 0.37, bus 0.33, dog
+0.33), at batch 2 and 2.5e-4 0.089; freezing fewer blocks is 1.2x (2) and 1.6x (3) cheaper. The rate
+is bounded by score_fr's curvature (below), not by the batch: at the same 1e-3, batch 2 takes 4x the
+steps of batch 8 for the same crops and reached 0.131 in 10 minutes (person 0.60, bus 0.47, dog
+0.25, cat 0.25), batch 1 0.102 (more steps, but each crop 1.2x dearer and the noisiest): batch 2 it
+is. Initialising fc6/fc7 of a 'notop' body to pass pool5's centre through (512 of their channels)
+instead of glorot gave 0.091: not taken. At 1e-3 score_fr is at 0.55 of its stability bound
+(:func:`fcn.training.loss.stable_rate_factor`: 2 (1 + momentum) x 21 classes / 4.4e4); the
+skip-layer multipliers keep score_pool3/4 far inside theirs.
 
 score_fr's rate is measured at the start of every run from a pretrained body
-(:func:`set_head_rate`): the energy of its input on the first 8 images, through the dropouts,
-sets :func:`stable_rate_factor` on its kernel. The notop body's glorot fc7 (4.4e4 on a batch
-of real VOC crops) keeps the full rate; a synthetic full VGG16 file (fc1/fc2 drawn He-normal,
-8.1e5) had spiked to a loss of 24 at step 2 at the full rate and trains at 0.1 of it instead
+(:func:`fcn.training.loss.set_head_rate`): the energy of its input on the first 8 images, through
+the dropouts, sets :func:`fcn.training.loss.stable_rate_factor` on its kernel. The notop body's
+glorot fc7 (4.4e4 on a batch of real VOC crops) keeps the full rate; a synthetic full VGG16 file
+(fc1/fc2 drawn He-normal, 8.1e5) had spiked to a loss of 24 at step 2 at the full rate and trains at
+0.1 of it instead
 (``tests/test_convergence.py``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import keras
-import tensorflow as tf
-
-from fcn.classes import IGNORE_LABEL
-from fcn.model import ATONCE_SCALES, HEAD_LAYERS, skip_layer_names
-from fcn.training.optimizer import CaffeSGD
-from fcn.vgg16 import VGG_BLOCKS, conv_name
-
-HEAD_SCORE = HEAD_LAYERS[-1]
-"""score_fr: the score layer whose rate :func:`set_head_rate` measures."""
+from fcn.layout import VGG_BLOCKS, conv_name
 
 PAPER_PIXELS_PER_IMAGE = 500 * 375
 """Typical VOC image size: converts the paper's learning rate for a summed loss to our mean."""
-
-
-def segmentation_loss(reduction: str = "sum_over_batch_size") -> keras.losses.Loss:
-    """Softmax cross-entropy from logits on sparse labels, void (255) excluded.
-
-    The loss is averaged over the labelled pixels of the batch (Keras' ``ignore_class`` masks
-    void pixels and renormalises by the number of valid ones); ``reduction="sum"`` sums them
-    instead (:mod:`fcn.training.loop` divides by the labelled pixels of all replicas). The paper
-    sums the per-pixel loss
-    instead ("unnormalized"); the two differ by the factor of labelled pixels per batch, which the
-    ``paper`` recipe folds into its learning rate (1e-10 x ~187,500 pixels).
-
-    Examples:
-        >>> import numpy as np
-        >>> labels, logits = np.array([[0, 255]]), np.zeros((1, 2, 3))  # 3 classes, one void
-        >>> round(float(segmentation_loss()(labels, logits)), 2)  # ln 3, the labelled pixel's
-        1.1
-    """
-    return keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True, ignore_class=IGNORE_LABEL, reduction=reduction, name="cross_entropy"
-    )
-
-
-def skip_kernel_lr_mults(model: keras.Model) -> dict[str, float]:
-    """Learning-rate multipliers that give the skip score layers of a staged FCN (fcn16s, fcn8s)
-    the at-once FCN-8s's scaling of their inputs: ``s**2`` for each scale ``s`` of
-    :data:`fcn.model.ATONCE_SCALES` whose branch ``model`` has unscaled ({} for fcn32s and for
-    fcn8s_atonce, which scales in the model). See the module docstring for why.
-
-    Examples:
-        >>> from fcn import build_model
-        >>> skip_kernel_lr_mults(build_model("fcn8s", weights=None, width=1 / 16))
-        {'score_pool4': 0.0001, 'score_pool3': 1e-08}
-    """
-    names = {layer.name for layer in model.layers}
-    mults = {}
-    for pool, scale in ATONCE_SCALES.items():
-        scale_name, score_name = skip_layer_names(pool)
-        if score_name in names and scale_name not in names:
-            mults[score_name] = scale**2
-    return mults
-
-
-def stable_rate_factor(
-    energy: float, learning_rate: float, momentum: float, classes: int
-) -> float:
-    """The factor on a zero-initialised linear score layer's rate that keeps SGD on it stable at
-    the start: ``min(1, 2 (1 + momentum) classes / (learning_rate * energy))``, ``energy``
-    being the mean ||x||^2 per pixel of its input. A zero kernel gives every class ``1 /
-    classes``, where the softmax cross-entropy's Hessian in the logits is ``(I - 1 1^T /
-    classes) / classes``; averaged over pixels, the curvature along the kernel is then at most
-    ``energy / classes`` (``E[x x^T]``'s largest eigenvalue is at most its trace), and
-    heavy-ball SGD on a curvature ``c`` converges for ``rate * c < 2 (1 + momentum)``. Tight:
-    at 1.5x that rate such a layer's loss rises to a multiple of chance
-    (``tests/test_recipes.py``). The notop body's fc7 (glorot fc6/fc7: 4.4e4 through the
-    dropouts on real VOC crops, 21 classes) is inside it at lr 1e-3; features of more energy
-    (a full VGG16 file's, an ``init_from`` model's) or fewer classes get a lower rate instead of
-    a blow-up.
-
-    Examples:
-        >>> stable_rate_factor(4.4e4, 1e-3, 0.9, 21)  # the notop body: the rate as it is
-        1.0
-        >>> round(stable_rate_factor(8e5, 1e-3, 0.9, 21), 3)  # 18x the energy
-        0.1
-    """
-    return min(1.0, 2 * (1 + momentum) * classes / (learning_rate * energy))
-
-
-def head_input_energy(model: keras.Model, images) -> float:
-    """The energy of score_fr's input as a training step computes it, for a batch of ``images``
-    (RGB 0..255, ``(batch, height, width, 3)``): the mean over drop7's output positions of
-    ||x||^2 (4096 channels), with one draw of the dropout masks. Dropout raises it: drop7 keeps
-    a share ``1 - rate`` of the channels scaled by its inverse (x ``1 / (1 - rate)`` in
-    expectation), and drop6 widens fc7's pre-activations (x 2 more for glorot fc6/fc7 at rate
-    0.5, measured). A batch of crops has thousands of positions: one draw is within a few
-    percent of the mean over draws.
-
-    Examples:
-        >>> import numpy as np
-        >>> from fcn import build_model
-        >>> model = build_model("fcn8s", weights=None, width=1 / 16, dropout=0.5)
-        >>> head_input_energy(model, np.full((1, 64, 64, 3), 128.0)) > 0
-        True
-    """
-    drop7 = HEAD_LAYERS[3]
-    features = keras.Model(model.input, model.get_layer(drop7).output)(images, training=True)
-    return float(tf.reduce_mean(tf.reduce_sum(tf.square(tf.cast(features, tf.float32)), -1)))
-
-
-HEAD_ENERGY_IMAGES = 8
-"""The images :func:`fcn.train` measures score_fr's input energy on: its first batches
-until they hold this many (two crops alone are too few: by their content, the same full
-VGG16 file measured a factor of 0.69 on one pair of 160x160 crops and below 0.5 on eight)."""
-
-
-def set_head_rate(model: keras.Model, batches, recipe: Recipe) -> tuple[float, float]:
-    """Measure score_fr's input energy on ``batches`` of images (:func:`head_input_energy` of
-    each, weighted by its images) and set its :attr:`CaffeSGD.rate_factors` to
-    :func:`stable_rate_factor` at ``recipe``'s base rate (``model`` compiled by
-    :func:`fcn.training.train.compile_for_training`). Returns (energy, factor).
-
-    Examples:
-        >>> import numpy as np
-        >>> from fcn import build_model
-        >>> from fcn.training.train import compile_for_training
-        >>> model = build_model("fcn8s", weights=None, width=1 / 16)
-        >>> model = compile_for_training(model, RECIPES["practical"], total_batches=10)
-        >>> batches = [np.full((2, 64, 64, 3), 128.0), np.full((1, 96, 96, 3), 64.0)]
-        >>> energy, factor = set_head_rate(model, batches, RECIPES["practical"])
-        >>> factor == float(model.optimizer.rate_factors["score_fr"])
-        True
-    """
-    sizes = [len(images) for images in batches]
-    energies = [head_input_energy(model, images) for images in batches]
-    energy = sum(e * n for e, n in zip(energies, sizes)) / sum(sizes)
-    classes = model.get_layer(HEAD_SCORE).filters
-    factor = stable_rate_factor(energy, recipe.learning_rate, recipe.momentum, classes)
-    model.optimizer.rate_factors[HEAD_SCORE].assign(factor)
-    return energy, factor
 
 
 @dataclass(frozen=True)
@@ -217,8 +90,8 @@ class Recipe:
     Examples:
         >>> RECIPES["practical"].crop_size, RECIPES["paper"].crop_size
         (320, None)
-        >>> RECIPES["practical"].optimizer(total_batches=1000).momentum
-        0.9
+        >>> RECIPES["practical"].momentum, RECIPES["paper"].momentum
+        (0.9, 0.99)
     """
 
     crop_size: int | None
@@ -241,29 +114,6 @@ class Recipe:
             conv_name(block, index)
             for block in range(1, self.frozen_blocks + 1)
             for index in range(1, VGG_BLOCKS[block - 1][0] + 1)
-        )
-
-    def optimizer(
-        self,
-        total_batches: int,
-        accumulate: int = 1,
-        kernel_lr_mults: dict[str, float] | None = None,
-    ) -> CaffeSGD:
-        """The optimiser for a run of ``total_batches`` batches, averaging ``accumulate`` batches
-        per update, with ``kernel_lr_mults`` (:func:`skip_kernel_lr_mults` of the model). (Keras
-        evaluates a schedule at every batch, accumulated or not, so the poly schedule spans
-        batches, not updates.)"""
-        lr = self.learning_rate
-        if self.poly_power is not None:
-            lr = keras.optimizers.schedules.PolynomialDecay(
-                lr, max(total_batches, 1), end_learning_rate=0.0, power=self.poly_power
-            )
-        return CaffeSGD(
-            learning_rate=lr,
-            momentum=self.momentum,
-            gradient_accumulation_steps=accumulate if accumulate > 1 else None,
-            kernel_lr_mults=kernel_lr_mults,
-            measured_layers=(HEAD_SCORE,),
         )
 
 

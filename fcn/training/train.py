@@ -30,23 +30,21 @@ from fcn.model import build_model
 from fcn.training import distribute, loop
 from fcn.training.batch_size import find_batch_size, training_memory_estimate
 from fcn.training.checkpoint import (
-    BEST_FILE,
     FiniteGuard,
     RunCheckpoint,
     check_writable,
     read_state,
     resume_state,
 )
-from fcn.training.config import CALL_ONLY, TrainConfig
-from fcn.training.optimizer import update_order
-from fcn.training.recipes import (
+from fcn.training.config import BEST_FILE, CALL_ONLY, TrainConfig
+from fcn.training.loss import (
     HEAD_ENERGY_IMAGES,
-    RECIPES,
-    Recipe,
     segmentation_loss,
     set_head_rate,
     skip_kernel_lr_mults,
 )
+from fcn.training.optimizer import recipe_optimizer, update_order
+from fcn.training.recipes import RECIPES, Recipe
 
 
 @dataclass
@@ -140,11 +138,12 @@ def compile_for_training(
     *,
     pretrained: bool = True,
 ) -> keras.Model:
-    """Compile ``model`` as :func:`train` does: ``recipe``'s :class:`CaffeSGD`
-    over ``total_batches`` batches, with the model's :func:`skip_kernel_lr_mults`
+    """Compile ``model`` as :func:`train` does: ``recipe``'s optimiser
+    (:func:`~fcn.training.optimizer.recipe_optimizer`) over ``total_batches`` batches, with the
+    model's :func:`~fcn.training.loss.skip_kernel_lr_mults`
     and ``recipe.frozen_blocks`` (those blocks' convolutions made non-trainable) if its VGG body
     is ``pretrained`` (ImageNet; see :mod:`fcn.training.recipes` for why only then), and
-    :func:`~fcn.training.recipes.segmentation_loss`. The optimizer is built at once, so a checkpoint
+    :func:`~fcn.training.loss.segmentation_loss`. The optimizer is built at once, so a checkpoint
     saved before the first step holds its state too.
 
     Examples:
@@ -156,7 +155,7 @@ def compile_for_training(
     mults = skip_kernel_lr_mults(model) if pretrained else {}
     for name in recipe.frozen_layers() if pretrained else ():
         model.get_layer(name).trainable = False
-    optimizer = recipe.optimizer(total_batches, accumulate, mults)
+    optimizer = recipe_optimizer(recipe, total_batches, accumulate, mults)
     model.compile(optimizer=optimizer, loss=segmentation_loss())
     model.optimizer.build(model.trainable_variables)
     optimizer.update_after = update_order(model)
@@ -442,7 +441,7 @@ def _check_initialised(model: keras.Model, source: keras.Model, path: str | os.P
 
 
 def _set_head_rate(model: keras.Model, recipe: Recipe, dataset_fn) -> None:
-    """:func:`~fcn.training.recipes.set_head_rate` on the run's first batches, until they hold
+    """:func:`~fcn.training.loss.set_head_rate` on the run's first batches, until they hold
     :data:`HEAD_ENERGY_IMAGES` images (the crops its first steps train on), said
     aloud where it lowers score_fr's rate."""
     batches = []
@@ -455,7 +454,7 @@ def _set_head_rate(model: keras.Model, recipe: Recipe, dataset_fn) -> None:
         warnings.warn(
             f"score_fr's input (fc7 of these weights) has an energy of {energy:.3g} per pixel, "
             f"above what SGD at lr {recipe.learning_rate:g} keeps stable: its kernel's rate is "
-            f"scaled by {factor:.3g} (fcn.training.recipes.stable_rate_factor)",
+            f"scaled by {factor:.3g} (fcn.training.loss.stable_rate_factor)",
             stacklevel=3,
         )
 

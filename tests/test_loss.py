@@ -1,15 +1,34 @@
-"""fcn.training.recipes: score_fr's rate from the energy of its input."""
+"""fcn.training.loss: the loss over labelled pixels, the skip layers' rates, and score_fr's rate
+from the energy of its input."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import keras
 import numpy as np
 import pytest
+from conftest import (
+    assert_within,
+    network_tolerance,
+    randomize,
+    sum_tolerance,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
+import fcn
 from fcn import build_model
-from fcn.training.recipes import HEAD_SCORE, RECIPES, head_input_energy, stable_rate_factor
+from fcn.classes import IGNORE_LABEL
+from fcn.model import ATONCE_SCALES
+from fcn.training.loss import (
+    HEAD_SCORE,
+    head_input_energy,
+    segmentation_loss,
+    skip_kernel_lr_mults,
+    stable_rate_factor,
+)
+from fcn.training.recipes import RECIPES
 from fcn.training.train import compile_for_training
 
 
@@ -128,3 +147,43 @@ def test_the_factor_scales_the_step_of_score_fr_kernel_and_of_nothing_else():
         scale = np.abs(step).max() or 1.0
         np.testing.assert_allclose(quarter[path], expected, atol=1e-5 * scale, err_msg=path)
     assert np.abs(full[f"{HEAD_SCORE}/kernel"]).max() > 0
+
+
+def test_skip_rates_train_a_staged_fcn8s_exactly_as_the_atonce_scaling():
+    """fcn8s with skip_kernel_lr_mults and fcn8s_atonce (pool4 x 1e-2, pool3 x 1e-4 in the
+    model) started from the same function (at-once skip kernels = staged / scale) stay the same
+    function through training: the same logits, staged kernel = scale x at-once kernel."""
+    staged = randomize(fcn.build_model("fcn8s", 3, None, width=1 / 16, dropout=0.0), seed=9)
+    atonce = fcn.build_model("fcn8s_atonce", 3, None, width=1 / 16, dropout=0.0)
+    fcn.transfer_weights(staged, atonce)
+    for pool, scale in ATONCE_SCALES.items():
+        kernel, bias = staged.get_layer(f"score_{pool}").get_weights()
+        atonce.get_layer(f"score_{pool}").set_weights([kernel / scale, bias])
+    assert skip_kernel_lr_mults(staged) == {"score_pool4": 1e-4, "score_pool3": 1e-8}
+    assert skip_kernel_lr_mults(atonce) == {}
+    rng = np.random.default_rng(9)
+    images = rng.integers(0, 256, (6, 64, 64, 3)).astype(np.uint8)
+    labels = rng.integers(0, 3, (6, 64, 64)).astype(np.uint8)
+    recipe = dataclasses.replace(RECIPES["practical"], learning_rate=0.01)
+    for model in (staged, atonce):
+        compile_for_training(model, recipe, total_batches=3)
+        model.fit(images, labels, batch_size=2, shuffle=False, verbose=0)
+    whole = np.asarray(staged(images[:2], training=False))
+    ours = np.asarray(atonce(images[:2], training=False))
+    assert_within(ours, whole, network_tolerance(staged, np.abs(whole).max()), "logits")
+    for pool, scale in ATONCE_SCALES.items():
+        trained = staged.get_layer(f"score_{pool}").kernel.numpy()
+        assert_within(scale * atonce.get_layer(f"score_{pool}").kernel.numpy(), trained,
+                      sum_tolerance(labels.size, np.abs(trained).max()), pool)  # fmt: skip
+
+
+def test_loss_ignores_void_and_averages_over_labelled_pixels():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2, 5, 6, 4)).astype(np.float32)
+    labels = rng.integers(0, 4, (2, 5, 6)).astype(np.uint8)
+    labels[0, :2] = IGNORE_LABEL
+    log_softmax = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    valid = labels != IGNORE_LABEL
+    picked = np.take_along_axis(log_softmax, np.where(valid, labels, 0)[..., None], -1)[..., 0]
+    expected = -picked[valid].mean()
+    np.testing.assert_allclose(float(segmentation_loss()(labels, logits)), expected, rtol=1e-5)

@@ -1,0 +1,109 @@
+"""Machine facts (fcn.device): GPU memory growth, importing changes no device setting, when a
+GPU is expected, and the one line the command line says."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+import fcn
+from fcn import device
+
+
+@pytest.mark.parametrize(
+    ("visible", "expected"),
+    [(None, None), ("", None), ("-1", None), ("0", "CUDA_VISIBLE_DEVICES=0"),
+     ("1,2", "CUDA_VISIBLE_DEVICES=1,2")],
+)  # fmt: skip
+def test_a_gpu_is_expected_where_cuda_visible_devices_names_one(monkeypatch, visible, expected):
+    monkeypatch.setattr(device.os.path, "exists", lambda path: False)  # no /dev/nvidia0
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert device.expected_gpu() == expected
+
+
+def test_a_device_file_makes_a_gpu_expected(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(device.os.path, "exists", lambda path: path == "/dev/nvidia0")
+    assert device.expected_gpu() == "/dev/nvidia0 exists"
+
+
+@pytest.mark.parametrize(
+    "flags", [frozenset(), frozenset({"avx512_bf16"}), frozenset({"amx_bf16"})]
+)
+@pytest.mark.parametrize("kernels", ["oneDNN", "Eigen"])
+@pytest.mark.parametrize("gpu_expected", [False, True])
+def test_the_machine_line_names_cpu_kernels_and_precision(monkeypatch, flags, kernels,
+                                                          gpu_expected):  # fmt: skip
+    """On a machine without GPUs: the CPU's model, the kernel set, and bf16 exactly where the
+    CPU has native bf16 and oneDNN runs it; a warning first where a GPU was expected."""
+    monkeypatch.setattr(device.tf.config, "list_physical_devices", lambda kind=None: [])
+    monkeypatch.setattr(device, "_cpu_info", lambda: ("Some CPU", flags))
+    monkeypatch.setattr(device, "cpu_kernels", lambda: kernels)
+    monkeypatch.setattr(
+        device, "expected_gpu", lambda: "/dev/nvidia0 exists" if gpu_expected else None
+    )
+    line = device.compute_summary()
+    native = {"avx512_bf16": "AVX512-BF16", "amx_bf16": "AMX"}.get(next(iter(flags), ""))
+    tail = f"computing on the CPU: Some CPU, {kernels} kernels, "
+    tail += (
+        f"bfloat16 where precision is auto ({native})"
+        if native and kernels == "oneDNN"
+        else "float32"
+    )
+    assert tail in line
+    assert (
+        line.startswith("warning: /dev/nvidia0 exists but TensorFlow sees no GPU") == gpu_expected
+    )
+
+
+def test_memory_growth_is_enabled_for_every_gpu(monkeypatch):
+    gpus = ["GPU:0", "GPU:1"]
+    grown = []
+    monkeypatch.setattr(
+        tf.config, "list_physical_devices", lambda kind: gpus if kind == "GPU" else []
+    )
+    monkeypatch.setattr(
+        tf.config.experimental, "set_memory_growth", lambda d, on: grown.append((d, on))
+    )
+    monkeypatch.setattr(tf.config.experimental, "get_memory_growth", lambda d: d == "GPU:1")
+    fcn.device.enable_memory_growth()
+    assert grown == [("GPU:0", True)]  # GPU:1 had it on already: not touched again
+
+    def too_late(device, enable):
+        raise RuntimeError("Physical devices cannot be modified after being initialized")
+
+    monkeypatch.setattr(tf.config.experimental, "set_memory_growth", too_late)
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind: [_FakeGpu()])
+    with pytest.warns(UserWarning, match="memory growth is off"):
+        fcn.device.enable_memory_growth()
+
+
+IMPORT_SCRIPT = """
+import tensorflow as tf
+calls = []
+tf.config.list_physical_devices = lambda kind=None: ["GPU:0"] if kind == "GPU" else []
+tf.config.experimental.get_memory_growth = lambda device: False
+tf.config.experimental.set_memory_growth = lambda device, on: calls.append(device)
+import fcn
+print(len(calls))
+fcn.build_model("fcn8s", weights=None, width=1 / 16)
+print(len(calls))
+"""
+
+
+def test_importing_fcn_changes_no_device_setting_building_a_model_does():
+    """``import fcn`` has no global side effect; build_model turns on memory growth (as
+    load_model and train do) before it creates variables. A fresh process: the first import."""
+    run = subprocess.run([sys.executable, "-c", IMPORT_SCRIPT], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["0", "1"]
+
+
+class _FakeGpu:
+    name = "/physical_device:GPU:0"
