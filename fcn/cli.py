@@ -29,7 +29,7 @@ import fcn
 from fcn.inference.budget import STREAMED_MAX_PIXELS
 from fcn.layout import VARIANTS
 from fcn.options import EXPORT_FORMATS, OUTPUTS, PRECISIONS
-from fcn.presets import DEFAULT_MODEL, PRESETS, placed_model
+from fcn.presets import DEFAULT_MODEL, PRESETS, download_url, placed_model
 from fcn.training.config import TrainConfig
 
 _MAX_PIXELS = f"{STREAMED_MAX_PIXELS:,} px"
@@ -84,14 +84,10 @@ def _cmd_predict(args) -> int:
 
 
 def _cmd_models(args) -> int:
-    from fcn.presets import CAFFE_MODELS_URL
-
-    base = os.environ.get("FCN_MODELS_URL", CAFFE_MODELS_URL)
     for name, known in PRESETS.items():
         default = " (default)" if name == DEFAULT_MODEL else ""
         placed = placed_model(name)
-        where = f"cached: {placed}" if placed else f"downloaded on first use: {base}"
-        where += "" if placed else known.caffemodel
+        where = f"cached: {placed}" if placed else f"downloaded on first use: {download_url(name)}"
         print(f"{known.describe().replace(name, name + default, 1)}\n    {where}")
     return 0
 

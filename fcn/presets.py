@@ -153,3 +153,14 @@ def placed_model(name: str) -> Path | None:
     """
     paths = (folder / f"{name}.keras" for folder in weights_dirs())
     return next((path for path in paths if path.exists()), None)
+
+
+def download_url(name: str) -> str:
+    """Where the known model ``name``'s Caffe file is downloaded from: :data:`CAFFE_MODELS_URL`,
+    or ``$FCN_MODELS_URL`` (a mirror, ending in ``/``) where set.
+
+    Examples:
+        >>> download_url("fcn8s-voc")
+        'http://dl.caffe.berkeleyvision.org/fcn8s-heavy-pascal.caffemodel'
+    """
+    return os.environ.get("FCN_MODELS_URL", CAFFE_MODELS_URL) + preset(name).caffemodel

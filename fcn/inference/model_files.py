@@ -28,10 +28,10 @@ from fcn.inference.precision import set_precision
 from fcn.initialize import load_keras_in_place
 from fcn.options import Precision
 from fcn.presets import (
-    CAFFE_MODELS_URL,
     DEFAULT_MODEL,
     PRESETS,
     cache_dir,
+    download_url,
     placed_model,
     preset,
 )
@@ -115,8 +115,7 @@ def known_model_path(name: str) -> Path:
     if placed is not None:
         return placed
     known = preset(name)
-    base = os.environ.get("FCN_MODELS_URL", CAFFE_MODELS_URL)
-    caffemodel, url = cache_dir() / known.caffemodel, base + known.caffemodel
+    caffemodel, url = cache_dir() / known.caffemodel, download_url(name)
     target = cache_dir() / "fcn" / f"{name}.keras"
     if not caffemodel.exists():
         caffemodel.parent.mkdir(parents=True, exist_ok=True)
