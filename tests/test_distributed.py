@@ -26,18 +26,23 @@ from fcn.training.recipes import RECIPES
 from fcn.training.train import compile_for_training
 
 SCRIPT = Path(__file__).with_name("distributed_script.py")
+TRAIN_SCRIPT = Path(__file__).with_name("train_script.py")
+"""Trains in one process under a strategy named on its command line (two logical CPUs)."""
 TIMEOUT = 300
 """Seconds a run may take before the test fails (and kills what is left)."""
 
 
-def start(*args: str | os.PathLike, tf_config: str | None = None) -> subprocess.Popen:
-    """``python distributed_script.py ARGS``, a worker of the cluster ``tf_config`` names."""
+def start(
+    *args: str | os.PathLike, tf_config: str | None = None, script: Path = SCRIPT
+) -> subprocess.Popen:
+    """``python distributed_script.py ARGS`` (or another ``script``), a worker of the cluster
+    ``tf_config`` names, or on its own without one."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(SCRIPT.parent)}
     env.pop("TF_CONFIG", None)
     if tf_config:
         env["TF_CONFIG"] = tf_config
     return subprocess.Popen(
-        [sys.executable, str(SCRIPT), *map(str, args)], stdout=subprocess.PIPE,
+        [sys.executable, str(script), *map(str, args)], stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
 
@@ -184,25 +189,8 @@ def test_the_loop_equals_keras_fit_on_one_device(policy, accumulate):
     assert sum(moved) > len(moved) // 2  # it trained (the frozen upsamplers stay)
 
 
-SCRIPT = Path(__file__).with_name("train_script.py")
-
-
-def _run(args, **kwargs):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **kwargs.pop("env", {})}
-    return subprocess.Popen(
-        [sys.executable, str(SCRIPT), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=env, **kwargs,
-    )  # fmt: skip
-
-
-def _last_json(process, timeout=300):
-    out, err = process.communicate(timeout=timeout)
-    assert process.returncode == 0, err[-3000:]
-    return json.loads(out.strip().splitlines()[-1])
-
-
 def test_two_logical_cpus_give_the_loss_of_one_device(tmp_path):
-    losses = _last_json(_run([str(tmp_path / "run"), "mirrored"]))
+    losses = result(start(tmp_path / "run", "mirrored", script=TRAIN_SCRIPT))
     assert losses["one_replicas"] == 1 and losses["two_replicas"] == 2
     # Equal up to dropout: each replica draws its own masks, so steps after the first differ by
     # ~1e-4 relative (seen: 1.096014 vs 1.095908 for the first epoch's mean).
