@@ -119,10 +119,10 @@ def _cmd_download(args) -> int:
 def _cmd_demo(args) -> int:
     from fcn.demo import run_demo
 
-    run_demo(
-        args.out, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, weights=args.weights,
-        smoke=args.train,
-    )  # fmt: skip
+    lengths = {k: v for k, v in [("epochs", args.epochs),
+                                 ("steps_per_epoch", args.steps_per_epoch)] if v is not None}
+    # a smoke training's length given: the smoke training it is (never silently unused)
+    run_demo(args.out, weights=args.weights, smoke=args.train or bool(lengths), **lengths)
     return 0
 
 
@@ -331,8 +331,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--train", action="store_true",
         help="train the smoke model even where the paper's FCN-8s is at hand",
     )  # fmt: skip
-    p.add_argument("--epochs", type=int, default=8, help="of the smoke training")
-    p.add_argument("--steps-per-epoch", type=int, default=10, help="of the smoke training")
+    p.add_argument("--epochs", type=int,
+                   help="of the smoke training, which giving it implies (default 8)")  # fmt: skip
+    p.add_argument("--steps-per-epoch", type=int,
+                   help="of the smoke training, which giving it implies (default 10)")  # fmt: skip
     p.add_argument("--weights", help="a Keras VGG16 weights file: train the full FCN-8s from it")
 
     p = command("convert", _cmd_convert, "convert a Caffe FCN .caffemodel (no Caffe needed)")

@@ -304,12 +304,15 @@ def test_download_from_a_local_server(tmp_path, monkeypatch, capsys):
 
 def test_demo_offline_trains_the_smoke_model_and_says_why(tmp_path):
     """The paper's FCN-8s cannot be had (its address refuses): the demo says so and why, then
-    runs the smoke training end to end."""
+    runs the smoke training end to end (run_demo in a fresh process, one 1-step epoch: the
+    command line's --epochs would ask for the smoke training outright)."""
     closed = closed_url()
-    run = fcn_cli(
-        "demo", "--out", tmp_path / "demo", "--epochs", "1", "--steps-per-epoch", "1",
-        cwd=tmp_path, env={"FCN_MODELS_URL": closed, "KERAS_HOME": str(tmp_path / "k"),
-                           "FCN_WEIGHTS_DIR": str(tmp_path)},
+    out = str(tmp_path / "demo")
+    code = f"from fcn.demo import run_demo; run_demo({out!r}, epochs=1, steps_per_epoch=1)"
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=600,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "FCN_MODELS_URL": closed,
+             "KERAS_HOME": str(tmp_path / "k"), "FCN_WEIGHTS_DIR": str(tmp_path)},
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     assert "The paper's FCN-8s cannot be had here, so the demo trains the smoke model" in run.stdout
@@ -355,3 +358,19 @@ def test_demo_scores_the_papers_fcn8s_when_it_can_be_had(tmp_path, monkeypatch, 
     np.testing.assert_array_equal(
         read_label(out / "predictions" / "2007_000033.png"), fcn.predict(image, converted)
     )
+
+
+def test_demo_lengths_imply_the_smoke_training(monkeypatch):
+    """--epochs or --steps-per-epoch only mean something to the smoke training, so giving one
+    runs it rather than being ignored beside the paper's model."""
+    import fcn.demo
+
+    calls = []
+    monkeypatch.setattr(fcn.demo, "run_demo", lambda out, **kw: calls.append(kw))
+    assert main(["demo"]) == 0
+    assert main(["demo", "--epochs", "2"]) == 0
+    assert main(["demo", "--steps-per-epoch", "3"]) == 0
+    assert main(["demo", "--train"]) == 0
+    assert [c["smoke"] for c in calls] == [False, True, True, True]
+    assert calls[1]["epochs"] == 2 and "steps_per_epoch" not in calls[1]
+    assert calls[2]["steps_per_epoch"] == 3 and "epochs" not in calls[0]
