@@ -25,7 +25,9 @@ hold-out, which is the benchmark's own: the default recipe was chosen with it (s
   the same schedule over the same number of steps,
   the loss averaged over labelled pixels; ``channels_last`` and, where the training precision is
   bf16, ``torch.autocast("cpu", torch.bfloat16)`` (decided by fcn's
-  :func:`fcn.device.auto_mixed_precision` unless ``--set mixed_precision=...`` says).
+  :func:`fcn.device.auto_mixed_precision` unless ``--set mixed_precision=...`` says);
+  ``--torch-set`` overrides for PyTorch alone (``epochs=N``: a schedule that ends with its
+  budget at its own pace).
 
 Writes ``--json`` (every point: minutes, images seen, steps, loss, mean IoU, per-class IoU) and
 ``--figure`` (hold-out mean IoU against training minutes and against images seen).
@@ -173,13 +175,20 @@ def fcn_worker(args) -> dict:
     class Points(LossRecorder):
         def on_train_batch_end(self, batch, logs=None):
             super().on_train_batch_end(batch, logs)
-            steps = len(self.values)
             if clock.due():
-                clock.record(self.evaluate, steps=steps, images=steps * self.batch,
-                             loss=sum(self.values[-20:]) / len(self.values[-20:]),
-                             max_loss=max(self.values))  # fmt: skip
+                self.point()
             if clock.done():
                 self.model.stop_training = True
+
+        def on_train_end(self, logs=None):  # the schedule ended before the budget: score it
+            if self.values and (not clock.points or clock.points[-1]["steps"] < len(self.values)):
+                self.point()
+
+        def point(self):
+            steps = len(self.values)
+            clock.record(self.evaluate, steps=steps, images=steps * self.batch,
+                         loss=sum(self.values[-20:]) / len(self.values[-20:]),
+                         max_loss=max(self.values))  # fmt: skip
 
         def evaluate(self):
             result = fcn.evaluate(self.model, eval_dataset(holdout), precision=None)
@@ -225,7 +234,7 @@ def torch_worker(args) -> dict:
 
     torch.set_num_threads(os.cpu_count())
     clock = Clock(args.minutes, args.every)
-    overrides = _overrides(args.set)
+    overrides = {**_overrides(args.set), **_overrides(args.torch_set)}
     config = TrainConfig(**overrides)
     precision = config.mixed_precision
     precision = auto_mixed_precision() if precision == "auto" else precision
@@ -307,7 +316,7 @@ def torch_worker(args) -> dict:
     data = input_fn(files, recipe, 0)(tf.distribute.InputContext()).as_numpy_iterator()
     model.train()
     steps, losses = 0, []
-    while not clock.done():
+    while not clock.done() and steps < total:  # as fcn.train: the schedule's steps at most
         images, labels = next(data)
         optimizer.zero_grad(set_to_none=True)
         with autocast:
@@ -318,7 +327,7 @@ def torch_worker(args) -> dict:
         schedule.step()
         steps += 1
         losses.append(loss.item())
-        if clock.due():
+        if clock.due() or steps == total:
             clock.record(evaluate, steps=steps, images=steps * recipe.batch_size,
                          loss=float(np.mean(losses[-20:])), max_loss=max(losses))  # fmt: skip
     return {"framework": "torch", "precision": precision, "agreement": agreement,
@@ -393,6 +402,9 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=5, help="minutes between evaluations")
     parser.add_argument("--frameworks", nargs="+", default=["fcn", "torch"])
     parser.add_argument("--set", nargs="*", default=[], help="TrainConfig overrides key=value")
+    parser.add_argument("--torch-set", nargs="*", default=[],
+                        help="PyTorch's own overrides, over --set (epochs=N: its schedule fitted "
+                        "to its own pace)")  # fmt: skip
     parser.add_argument("--label", default="", help="a name for this recipe in the plot")
     parser.add_argument("--fc-init", choices=("glorot", "pass-through"), default="glorot",
                         help="fcn only, a screen: fc6/fc7 as fcn.train draws them, or "
@@ -442,7 +454,8 @@ def main() -> None:
         row = json.loads(run.stdout.strip().splitlines()[-1])
         label = f"{framework} {args.label}".strip()
         row.update(label=label, machine=machine, date=time.strftime("%Y-%m-%d %H:%M UTC",
-                   time.gmtime()), overrides=args.set, holdout=split(args.voc)[1])  # fmt: skip
+                   time.gmtime()), holdout=split(args.voc)[1],
+                   overrides=args.set + (args.torch_set if framework == "torch" else []))  # fmt: skip
         runs.append(row)
         path.write_text(json.dumps(runs, indent=1))
         last = row["points"][-1] if row["points"] else {}
