@@ -410,7 +410,8 @@ def main() -> None:
                         help="fcn only, a screen: fc6/fc7 as fcn.train draws them, or "
                         "pass_through_fc's")  # fmt: skip
     parser.add_argument("--json", default="time_to_accuracy.json", help="appended to")
-    parser.add_argument("--figure", default="benchmarks/figures/time_to_accuracy.png")
+    parser.add_argument("--figure", default="benchmarks/figures/time_to_accuracy.png",
+                        help="the runs of --json on this machine (CPU, flags, kernels, threads)")
     parser.add_argument("--step-costs", nargs="+", type=int, metavar="FROZEN",
                         help="instead: seconds per crop of a training step with these "
                         "frozen_blocks, at --crop and --batch, each in a fresh process")
@@ -462,7 +463,7 @@ def main() -> None:
         print(json.dumps({"label": label, "minutes": last.get("minutes"),
                           "mean_iou": last.get("mean_iou"),
                           "objects_above_0.2": last.get("objects_above_0.2")}), flush=True)
-    plot(runs, Path(args.figure))
+    plot([run for run in runs if run["machine"] == machine], Path(args.figure))  # one CPU
 
 
 if __name__ == "__main__":
