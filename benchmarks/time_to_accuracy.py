@@ -454,9 +454,9 @@ def main() -> None:
             sys.exit(f"{framework} worker failed ({run.returncode})")
         row = json.loads(run.stdout.strip().splitlines()[-1])
         label = f"{framework} {args.label}".strip()
+        sets = args.set + (args.torch_set if framework == "torch" else [])
         row.update(label=label, machine=machine, date=time.strftime("%Y-%m-%d %H:%M UTC",
-                   time.gmtime()), holdout=split(args.voc)[1],
-                   overrides=args.set + (args.torch_set if framework == "torch" else []))  # fmt: skip
+                   time.gmtime()), holdout=split(args.voc)[1], overrides=sets)  # fmt: skip
         runs.append(row)
         path.write_text(json.dumps(runs, indent=1))
         last = row["points"][-1] if row["points"] else {}
