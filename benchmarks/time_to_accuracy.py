@@ -25,9 +25,7 @@ hold-out, which is the benchmark's own: the default recipe was chosen with it (s
   the same schedule over the same number of steps,
   the loss averaged over labelled pixels; ``channels_last`` and, where the training precision is
   bf16, ``torch.autocast("cpu", torch.bfloat16)`` (decided by fcn's
-  :func:`fcn.device.auto_mixed_precision` unless ``--set mixed_precision=...`` says);
-  ``--torch-set`` overrides for PyTorch alone (``epochs=N``: a schedule that ends with its
-  budget at its own pace).
+  :func:`fcn.device.auto_mixed_precision` unless ``--set mixed_precision=...`` says).
 
 Writes ``--json`` (every point: minutes, images seen, steps, loss, mean IoU, per-class IoU) and
 ``--figure`` (hold-out mean IoU against training minutes and against images seen).
@@ -89,7 +87,12 @@ class Clock:
     def done(self) -> bool:
         return self.seconds() >= self.budget
 
-    def record(self, evaluate, **fields) -> None:
+    def record(self, evaluate, losses: list[float], batch: int) -> None:
+        """Score the model off the clock (``evaluate()``) after ``len(losses)`` steps of
+        ``batch`` crops, with the last 20 steps' mean loss and the largest so far."""
+        last = losses[-20:]
+        fields = {"steps": len(losses), "images": len(losses) * batch,
+                  "loss": sum(last) / len(last), "max_loss": max(losses)}  # fmt: skip
         minutes = self.seconds() / 60
         began = time.perf_counter()
         scores = evaluate()
@@ -176,19 +179,13 @@ def fcn_worker(args) -> dict:
         def on_train_batch_end(self, batch, logs=None):
             super().on_train_batch_end(batch, logs)
             if clock.due():
-                self.point()
+                clock.record(self.evaluate, self.values, self.batch)
             if clock.done():
                 self.model.stop_training = True
 
         def on_train_end(self, logs=None):  # the schedule ended before the budget: score it
             if self.values and (not clock.points or clock.points[-1]["steps"] < len(self.values)):
-                self.point()
-
-        def point(self):
-            steps = len(self.values)
-            clock.record(self.evaluate, steps=steps, images=steps * self.batch,
-                         loss=sum(self.values[-20:]) / len(self.values[-20:]),
-                         max_loss=max(self.values))  # fmt: skip
+                clock.record(self.evaluate, self.values, self.batch)
 
         def evaluate(self):
             result = fcn.evaluate(self.model, eval_dataset(holdout), precision=None)
@@ -234,7 +231,7 @@ def torch_worker(args) -> dict:
 
     torch.set_num_threads(os.cpu_count())
     clock = Clock(args.minutes, args.every)
-    overrides = {**_overrides(args.set), **_overrides(args.torch_set)}
+    overrides = _overrides(args.set)
     config = TrainConfig(**overrides)
     precision = config.mixed_precision
     precision = auto_mixed_precision() if precision == "auto" else precision
@@ -328,8 +325,7 @@ def torch_worker(args) -> dict:
         steps += 1
         losses.append(loss.item())
         if clock.due() or steps == total:
-            clock.record(evaluate, steps=steps, images=steps * recipe.batch_size,
-                         loss=float(np.mean(losses[-20:])), max_loss=max(losses))  # fmt: skip
+            clock.record(evaluate, losses, recipe.batch_size)
     return {"framework": "torch", "precision": precision, "agreement": agreement,
             "score_fr_energy": energy, "score_fr_rate_factor": mults[HEAD_SCORE],
             "points": clock.points, "settings": {"batch_size": recipe.batch_size,
@@ -402,16 +398,13 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=5, help="minutes between evaluations")
     parser.add_argument("--frameworks", nargs="+", default=["fcn", "torch"])
     parser.add_argument("--set", nargs="*", default=[], help="TrainConfig overrides key=value")
-    parser.add_argument("--torch-set", nargs="*", default=[],
-                        help="PyTorch's own overrides, over --set (epochs=N: its schedule fitted "
-                        "to its own pace)")  # fmt: skip
     parser.add_argument("--label", default="", help="a name for this recipe in the plot")
     parser.add_argument("--fc-init", choices=("glorot", "pass-through"), default="glorot",
                         help="fcn only, a screen: fc6/fc7 as fcn.train draws them, or "
                         "pass_through_fc's")  # fmt: skip
     parser.add_argument("--json", default="time_to_accuracy.json", help="appended to")
     parser.add_argument("--figure", default="benchmarks/figures/time_to_accuracy.png",
-                        help="the runs of --json on this machine (CPU, flags, kernels, threads)")
+                        help="the runs of --json from this machine")  # fmt: skip
     parser.add_argument("--step-costs", nargs="+", type=int, metavar="FROZEN",
                         help="instead: seconds per crop of a training step with these "
                         "frozen_blocks, at --crop and --batch, each in a fresh process")
@@ -454,9 +447,8 @@ def main() -> None:
             sys.exit(f"{framework} worker failed ({run.returncode})")
         row = json.loads(run.stdout.strip().splitlines()[-1])
         label = f"{framework} {args.label}".strip()
-        sets = args.set + (args.torch_set if framework == "torch" else [])
         row.update(label=label, machine=machine, date=time.strftime("%Y-%m-%d %H:%M UTC",
-                   time.gmtime()), holdout=split(args.voc)[1], overrides=sets)  # fmt: skip
+                   time.gmtime()), overrides=args.set, holdout=split(args.voc)[1])  # fmt: skip
         runs.append(row)
         path.write_text(json.dumps(runs, indent=1))
         last = row["points"][-1] if row["points"] else {}
