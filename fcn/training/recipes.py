@@ -52,7 +52,7 @@ skip-layer multipliers keep score_pool3/4 far inside theirs.
 On an Intel Xeon with AMX (bf16, oneDNN, Dec 5) a crop of this recipe costs 0.39-0.46 s
 (0.34-0.39 with block 5 frozen too), 1.7-1.9x less than on the AVX512-BF16 EPYC; the same
 defaults reached 0.153 after 10 minutes in a screen, 0.212 and 0.218 after 30 (six and seven
-object classes above 0.2) in two runs, and 0.260 when their 50 epochs ended at 45 minutes.
+object classes above 0.2) in two runs, and the second 0.260 when its 50 epochs ended at 45 min.
 Ending the poly schedule with the budget (``epochs=9``: the rate reaches 0 at 9.3 minutes) did
 not help: 0.119 at its end, with a lower training loss (0.95 against 1.13): not
 taken, the 50 epochs stay.
