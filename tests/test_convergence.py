@@ -14,6 +14,8 @@ import h5py
 import keras
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from PIL import Image
 
 import fcn
@@ -70,20 +72,53 @@ def half_labelled(root: Path, folder: Path) -> tuple[SegmentationFiles, list]:
     return SegmentationFiles.from_lists(images, labels), scored
 
 
+def ranking_auc(positive: np.ndarray, negative: np.ndarray) -> float:
+    """The probability that a random ``positive`` score exceeds a random ``negative`` one, ties
+    counting one half (the Mann-Whitney U statistic over all pairs; 0.5 for scores that tell
+    nothing, such as one constant for every pixel)."""
+    negative = np.sort(negative)
+    below = np.searchsorted(negative, positive, side="left")
+    not_above = np.searchsorted(negative, positive, side="right")
+    return float((below + not_above).sum() / (2 * len(positive) * len(negative)))
+
+
+@given(
+    st.lists(st.integers(0, 6), min_size=1, max_size=12),
+    st.lists(st.integers(0, 6), min_size=1, max_size=12),
+)
+def test_ranking_auc_counts_every_pair(positive, negative):
+    """:func:`ranking_auc` equals the count over all (positive, negative) pairs: 1 for a win,
+    1/2 for a tie (small integer scores: ties are frequent)."""
+    pairs = [(p > n) + 0.5 * (p == n) for p in positive for n in negative]
+    assert ranking_auc(np.array(positive), np.array(negative)) == pytest.approx(np.mean(pairs))
+
+
+OBJECTNESS_AUC = 0.7
+"""The held-out objectness ranking the learning test requires (chance, and any model that has
+learned only the class prior: 0.5). Measured after the test's 20 steps (oneDNN, bf16, Dec 5,
+by a script outside the repository doing what this test does): 0.805, 0.816 and 0.880 with seeds
+0, 1 and 2, 0.780 in float32 under Eigen (seed 0); after 12 steps 0.60-0.78, and after 14 steps
+of batch 4 (56 crops) 0.52-0.73: too few to rely on."""
+
+
 @pytest.mark.skipif(not WEIGHTS.exists(), reason=f"no real VGG16 weights at {WEIGHTS}")
 def test_default_recipe_learns_objects_on_pixels_it_never_saw_labelled(tmp_path):
     """``fcn.train``'s defaults (the practical recipe, its precision for this CPU) from the real
     weights, but batch 8, for 20 steps of 224x224 crops (for time) on the 12 real sample images
-    with the right half of every label void: on those right halves, at least one object class
-    reaches an IoU above 0.2. Batch 8, not the default 2: the same crops in fewer, steadier
-    steps (at batch 2 the held-out score swung from step to step: bus 0.41 after 30 steps,
-    background only after 40, bus 0.44 after 50, 0.22 after 60; measured by a script outside the
-    repository doing what this test does, oneDNN, bf16, Dec 3). A model that has learned only
-    the class prior labels every pixel background (object IoU 0); it takes recognising the
-    objects' appearance. Measured at 18 steps (oneDNN, bf16; by a script outside the repository
-    doing what this test does, at 6, 12 and 18 steps): bus 0.34, cat 0.35, the other objects
-    below 0.03; at 12 steps still background only. This test itself passed under oneDNN. Losses
-    finite and never far above chance on the way."""
+    with the right half of every label void: on those right halves (pixels whose labels
+    training never saw), the model's probability that a pixel is an object (not background)
+    ranks object pixels above background pixels with an AUC of at least
+    :data:`OBJECTNESS_AUC` (0.5 for a model that learned only the class prior, which labels
+    every pixel background with the same confidence): it takes recognising objects by their
+    appearance.
+
+    Why a ranking over all held-out pixels and not an object class's IoU: with so few steps
+    the argmax flips between background and an object on whole instances from step to step
+    and from seed to seed (the largest object IoU after 20 steps: bus 0.03-0.14 with seed 0,
+    cat 0.30 with seed 1; sheep 0.49 after 12 steps and 0.16 after 16), while the ranking,
+    pooled over every object and background pixel of the twelve right halves, moves little
+    (figures at :data:`OBJECTNESS_AUC`). Losses finite and never far above chance on the
+    way."""
     files, scored = half_labelled(sample_voc_root(), tmp_path / "labels")
     recorder = BatchLosses()
     with pytest.warns(UserWarning, match="no fully connected layers"):  # fc6/fc7 start random
@@ -95,10 +130,15 @@ def test_default_recipe_learns_objects_on_pixels_it_never_saw_labelled(tmp_path)
     losses = recorder.losses
     assert len(losses) == STEPS and np.isfinite(losses).all(), losses
     assert losses.max() < 1.5 * CHANCE, losses  # no blow-up on the way
+    objects, background = [], []
+    for image, unseen in scored:
+        _, probabilities = fcn.predict(image, result.model, probabilities=True)
+        objectness = 1.0 - probabilities[..., 0]
+        objects.append(objectness[(unseen != 0) & (unseen != IGNORE_LABEL)])
+        background.append(objectness[unseen == 0])
+    auc = ranking_auc(np.concatenate(objects), np.concatenate(background))
     held_out = fcn.evaluate(result.model, scored, precision=None).class_iou
-    objects = {name: iou for name, iou in list(held_out.items())[1:] if iou == iou}
-    assert max(objects.values()) > 0.2, held_out
-
+    assert auc >= OBJECTNESS_AUC, (auc, held_out)
 
 
 def full_vgg16_file(notop: Path, path: Path, seed: int = 0) -> Path:
