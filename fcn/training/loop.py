@@ -69,7 +69,10 @@ def train_step(model: keras.Model, strategy: tf.distribute.Strategy):
         labelled = tf.reduce_sum(tf.cast(tf.not_equal(labels, IGNORE_LABEL), tf.float32))
         total = tf.maximum(context.all_reduce(SUM, labelled), 1.0)
         variables = model.trainable_variables
-        with tf.GradientTape() as tape:
+        # Watch only these: a frozen Keras layer's TensorFlow variable stays trainable=True,
+        # and a tape that watched it would run the backward pass through the frozen blocks.
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch([variable.value for variable in variables])
             logits = model(images, training=True)
             loss = summed(labels, logits) / total
             scaled = optimizer.scale_loss(loss)
