@@ -16,8 +16,8 @@ from conftest import (
 )
 
 import fcn
-from fcn.training.checkpoint import RunCheckpoint, read_state
 from fcn.layout import VGG_BLOCKS, conv_name, pool_name
+from fcn.training.checkpoint import RunCheckpoint, read_state
 from fcn.training.config import TrainConfig
 from fcn.training.loop import train_step
 from fcn.training.loss import segmentation_loss
