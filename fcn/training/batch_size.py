@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from fcn.device import available_host_memory
+from fcn.training.loop import trained_tape
 from fcn.training.loss import segmentation_loss
 from fcn.training.optimizer import CaffeSGD, update_order
 
@@ -155,7 +156,7 @@ def find_batch_size(
 
     @tf.function(input_signature=specs)
     def step(images, labels):  # one trace for every batch size
-        with tf.GradientTape() as tape:
+        with trained_tape(model.trainable_weights) as tape:  # the backward pass training runs
             loss = loss_fn(labels, model(images, training=True))
         optimizer.apply(tape.gradient(loss, model.trainable_weights), model.trainable_weights)
 

@@ -33,7 +33,8 @@ code path, which the whole suite exercises. Under several workers:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
 import keras
 import numpy as np
@@ -42,6 +43,28 @@ import tensorflow as tf
 from fcn.classes import IGNORE_LABEL
 from fcn.training.distribute import SUM, is_chief
 from fcn.training.loss import segmentation_loss
+
+
+@contextlib.contextmanager
+def trained_tape(variables: Sequence[keras.Variable]) -> Iterator[tf.GradientTape]:
+    """A gradient tape that records only what depends on ``variables`` (the trained ones).
+
+    TensorFlow's default tape watches every trainable TensorFlow variable the forward pass
+    reads, and a frozen Keras layer's (``layer.trainable = False``) stays trainable to
+    TensorFlow: the backward pass would then run through every frozen VGG block, its results
+    unused (under Eigen not pruned: a 224x224 step of batch 8 took 26 s instead of 8.5).
+
+    Examples:
+        >>> layer = keras.layers.Dense(1)
+        >>> _ = layer(np.ones((1, 2), "float32"))
+        >>> with trained_tape(layer.trainable_variables[:1]) as tape:
+        ...     y = layer(np.ones((1, 2), "float32"))
+        >>> [g is None for g in tape.gradient(y, layer.trainable_variables)]
+        [False, True]
+    """
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch([variable.value for variable in variables])
+        yield tape
 
 
 def train_step(model: keras.Model, strategy: tf.distribute.Strategy):
@@ -69,10 +92,7 @@ def train_step(model: keras.Model, strategy: tf.distribute.Strategy):
         labelled = tf.reduce_sum(tf.cast(tf.not_equal(labels, IGNORE_LABEL), tf.float32))
         total = tf.maximum(context.all_reduce(SUM, labelled), 1.0)
         variables = model.trainable_variables
-        # Watch only these: a frozen Keras layer's TensorFlow variable stays trainable=True,
-        # and a tape that watched it would run the backward pass through the frozen blocks.
-        with tf.GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch([variable.value for variable in variables])
+        with trained_tape(variables) as tape:
             logits = model(images, training=True)
             loss = summed(labels, logits) / total
             scaled = optimizer.scale_loss(loss)
