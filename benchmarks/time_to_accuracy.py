@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import importlib.util
 import json
 import os
 import subprocess
@@ -206,7 +207,17 @@ def fcn_worker(args) -> dict:
             "failure": result.failure, "score_fr_rate_factor": factor}  # fmt: skip
 
 
+TRITON_BESIDE_TENSORFLOW = (
+    "triton is installed (PyPI's CUDA torch wheel brings it): torch.optim imports it, and its "
+    "native module segfaults in a process that has loaded TensorFlow (seen Dec 6 with torch "
+    "2.14.1+cu130 and TensorFlow 2.21). Install the CPU wheel (pip install torch --index-url "
+    "https://download.pytorch.org/whl/cpu) or run `pip uninstall triton`, then run again."
+)
+
+
 def torch_worker(args) -> dict:
+    if importlib.util.find_spec("triton") is not None:
+        raise SystemExit(TRITON_BESIDE_TENSORFLOW)
     import keras
     import numpy as np
     import tensorflow as tf
