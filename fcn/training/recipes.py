@@ -59,7 +59,8 @@ taken, the 50 epochs stay.
 
 Freezing block 5 too (``frozen_blocks=5``: only fc6, fc7 and the score layers train; made the
 default on Dec 6 and taken back the same day, because with a full VGG16 file the first steps' loss
-then spiked past the suite's bound, 4.88 against 4.57; the recipe still to be made to hold there) generalises far better from the 118 training images: on the same AMX Xeon, a screen
+then spiked past the suite's bound, 4.88 against 4.57; the recipe still to be made to hold there)
+generalises far better from the 118 training images: on the same AMX Xeon, a screen
 with ``--set frozen_blocks=5 epochs=76`` reached 0.266 after 15 minutes (nine object classes above
 0.2) and 0.319 after 30 (eleven), where blocks 1-4 frozen had 0.143-0.183 and 0.212-0.221 (six or
 seven), at about the same crops per minute (2,244 and 4,506 crops; the step is 10-15% cheaper, the
