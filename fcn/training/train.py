@@ -178,7 +178,7 @@ def train(
     Defaults, with nothing but ``voc_root``: FCN-8s from VGG16 ImageNet weights; VOC 2012 train
     for training and VOC 2012 val for validation (with ``sbd_root``: train_aug, 10,582 images, and
     seg11valid, 736 images); the ``practical`` recipe (:data:`fcn.training.recipes.RECIPES`: 320x320
-    augmented crops, batch 2, SGD momentum 0.9, lr 1e-3 with a poly schedule, VGG blocks 1-5
+    augmented crops, batch 2, SGD momentum 0.9, lr 1e-3 with a poly schedule, VGG blocks 1-4
     frozen, Caffe weight decay 5e-4); bf16 where the hardware runs it natively
     (``mixed_precision="auto"``), else float32; 50 epochs of ``len(train_files) // batch_size``
     steps; full-resolution streaming evaluation after every epoch; the best model by
