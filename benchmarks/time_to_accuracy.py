@@ -233,6 +233,7 @@ def torch_worker(args) -> dict:
     from fcn.training.config import TrainConfig
     from fcn.training.loss import (
         HEAD_ENERGY_IMAGES,
+        HEAD_RATE_MARGIN,
         HEAD_SCORE,
         head_input_energy,
         skip_kernel_lr_mults,
@@ -272,7 +273,9 @@ def torch_worker(args) -> dict:
     first = [images for images, _ in first.take(-(-HEAD_ENERGY_IMAGES // recipe.batch_size))]
     energy = np.mean([head_input_energy(source, images) for images in first])  # equal batches
     classes = source.get_layer(HEAD_SCORE).filters
-    mults[HEAD_SCORE] = stable_rate_factor(energy, recipe.learning_rate, recipe.momentum, classes)
+    mults[HEAD_SCORE] = stable_rate_factor(
+        energy, recipe.learning_rate, recipe.momentum, classes, margin=HEAD_RATE_MARGIN
+    )
     frozen = set(recipe.frozen_layers())
     for name, module in modules.items():
         if name in frozen:

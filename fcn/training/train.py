@@ -39,6 +39,7 @@ from fcn.training.checkpoint import (
 from fcn.training.config import BEST_FILE, CALL_ONLY, TrainConfig
 from fcn.training.loss import (
     HEAD_ENERGY_IMAGES,
+    HEAD_RATE_MARGIN,
     segmentation_loss,
     set_head_rate,
     skip_kernel_lr_mults,
@@ -178,7 +179,7 @@ def train(
     Defaults, with nothing but ``voc_root``: FCN-8s from VGG16 ImageNet weights; VOC 2012 train
     for training and VOC 2012 val for validation (with ``sbd_root``: train_aug, 10,582 images, and
     seg11valid, 736 images); the ``practical`` recipe (:data:`fcn.training.recipes.RECIPES`: 320x320
-    augmented crops, batch 2, SGD momentum 0.9, lr 1e-3 with a poly schedule, VGG blocks 1-4
+    augmented crops, batch 2, SGD momentum 0.9, lr 1e-3 with a poly schedule, VGG blocks 1-5
     frozen, Caffe weight decay 5e-4); bf16 where the hardware runs it natively
     (``mixed_precision="auto"``), else float32; 50 epochs of ``len(train_files) // batch_size``
     steps; full-resolution streaming evaluation after every epoch; the best model by
@@ -450,7 +451,7 @@ def _set_head_rate(model: keras.Model, recipe: Recipe, dataset_fn) -> None:
         if sum(len(batch) for batch in batches) >= HEAD_ENERGY_IMAGES:
             break
     energy, factor = set_head_rate(model, batches, recipe)
-    if factor < 1:
+    if factor < HEAD_RATE_MARGIN:  # the energy is past the bound itself, not only its margin
         warnings.warn(
             f"score_fr's input (fc7 of these weights) has an energy of {energy:.3g} per pixel, "
             f"above what SGD at lr {recipe.learning_rate:g} keeps stable: its kernel's rate is "
