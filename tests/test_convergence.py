@@ -97,11 +97,11 @@ def test_ranking_auc_counts_every_pair(positive, negative):
 OBJECTNESS_AUC = 0.7
 """The held-out objectness ranking the learning test requires (chance, and any model that has
 learned only the class prior: 0.5). Measured after the test's 20 steps by a script outside the
-repository doing what this test does. With blocks 1-4 frozen (the default; Dec 5, oneDNN, bf16):
-0.805, 0.816 and 0.880 with seeds 0, 1 and 2, 0.780 in float32 under Eigen (seed 0); after 12
+repository doing what this test does. With blocks 1-4 frozen (the default then; Dec 5, oneDNN,
+bf16): 0.805, 0.816 and 0.880 with seeds 0, 1 and 2, 0.780 in float32 under Eigen (seed 0); after 12
 steps 0.60-0.78, and after 14 steps of batch 4 (56 crops) 0.52-0.73: too few to rely on. With
-``frozen_blocks=5`` (briefly the default on Dec 6; AVX512-BF16 EPYC): 0.883, 0.892 and 0.861
-(oneDNN, bf16), 0.883 under Eigen."""
+``frozen_blocks=5`` (the default since Dec 6; AVX512-BF16 EPYC, score_fr at its whole
+bound): 0.883, 0.892 and 0.861 (oneDNN, bf16), 0.883 under Eigen."""
 
 
 @pytest.mark.skipif(not WEIGHTS.exists(), reason=f"no real VGG16 weights at {WEIGHTS}")
