@@ -28,7 +28,8 @@ hold-out, which is the benchmark's own: the default recipe was chosen with it (s
   :func:`fcn.device.auto_mixed_precision` unless ``--set mixed_precision=...`` says).
 
 Writes ``--json`` (every point: minutes, images seen, steps, loss, mean IoU, per-class IoU) and
-``--figure`` (hold-out mean IoU against training minutes and against images seen).
+``--figure`` (this run's curves: hold-out mean IoU against training minutes and against images
+seen).
 
     python benchmarks/time_to_accuracy.py --minutes 30                  # fcn, then PyTorch
     python benchmarks/time_to_accuracy.py --minutes 10 --every 5 --frameworks fcn \\
@@ -418,7 +419,7 @@ def main() -> None:
                         "pass_through_fc's")  # fmt: skip
     parser.add_argument("--json", default="time_to_accuracy.json", help="appended to")
     parser.add_argument("--figure", default="benchmarks/figures/time_to_accuracy.png",
-                        help="the runs of --json from this machine")  # fmt: skip
+                        help="this run's curves, every framework on one plot")  # fmt: skip
     parser.add_argument("--step-costs", nargs="+", type=int, metavar="FROZEN",
                         help="instead: seconds per crop of a training step with these "
                         "frozen_blocks, at --crop and --batch, each in a fresh process")
@@ -453,6 +454,7 @@ def main() -> None:
     print(f"# {machine}", flush=True)
     path = Path(args.json)
     runs = json.loads(path.read_text()) if path.exists() else []
+    made = []
     for framework in args.frameworks:
         command = [sys.executable, __file__, *sys.argv[1:], "--worker", framework]
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -464,12 +466,13 @@ def main() -> None:
         row.update(label=label, machine=machine, date=time.strftime("%Y-%m-%d %H:%M UTC",
                    time.gmtime()), overrides=args.set, holdout=split(args.voc)[1])  # fmt: skip
         runs.append(row)
+        made.append(row)
         path.write_text(json.dumps(runs, indent=1))
         last = row["points"][-1] if row["points"] else {}
         print(json.dumps({"label": label, "minutes": last.get("minutes"),
                           "mean_iou": last.get("mean_iou"),
                           "objects_above_0.2": last.get("objects_above_0.2")}), flush=True)
-    plot([run for run in runs if run["machine"] == machine], Path(args.figure))  # one CPU
+    plot(made, Path(args.figure))  # one CPU, one recipe: earlier runs are in --json
 
 
 if __name__ == "__main__":
