@@ -37,6 +37,7 @@ seen).
     python benchmarks/time_to_accuracy.py --minutes 10 --every 5 --frameworks fcn \\
         --fc-init pass-through --label "pass-through fc"                # an init screen
     python benchmarks/time_to_accuracy.py --step-costs 0 2 3 4 5 --crop 320 --batch 4
+    python benchmarks/time_to_accuracy.py --levels 0.2 0.3 --label "b2" --json runs.json
 """
 
 from __future__ import annotations
@@ -383,6 +384,34 @@ def step_cost(frozen: int, crop: int, batch: int, policy: str | None) -> dict:
             "s_per_crop": min(times) / batch}  # fmt: skip
 
 
+def minutes_to(points: list[dict], level: float) -> str:
+    """Training minutes at which hold-out mean IoU first reaches ``level``: linear between the
+    two evaluation points around it; ``<=t`` where the first point already had it (nothing was
+    measured before), ``-`` where no point did."""
+    previous = None
+    for point in points:
+        if point["mean_iou"] >= level:
+            if previous is None:
+                return f"<={point['minutes']:.1f}"
+            t0, v0 = previous["minutes"], previous["mean_iou"]
+            t1, v1 = point["minutes"], point["mean_iou"]
+            return f"{t0 + (level - v0) / (v1 - v0) * (t1 - t0):.1f}"
+        previous = point
+    return "-"
+
+
+def levels_table(runs: list[dict], levels: list[float]) -> str:
+    """A markdown table: one row per run, the minutes it took to reach each of ``levels``."""
+    rows = [
+        "| run | " + " | ".join(f"{level:g}" for level in levels) + " |",
+        "|---|" + "---:|" * len(levels),
+    ]
+    for run in runs:
+        cells = (minutes_to(run["points"], level) for level in levels)
+        rows.append(f"| {run['label']} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def plot(runs: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -426,6 +455,9 @@ def main() -> None:
     parser.add_argument("--crop", type=int, default=320, help="--step-costs' crop")
     parser.add_argument("--batch", type=int, default=4, help="--step-costs' batch")
     parser.add_argument("--policy", default="mixed_bfloat16", help="--step-costs' precision")
+    parser.add_argument("--levels", nargs="+", type=float, metavar="IOU",
+                        help="instead: minutes each run of --json labelled --label (every "
+                        "framework) took to reach these hold-out mean IoUs")  # fmt: skip
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker == "step":
@@ -434,6 +466,13 @@ def main() -> None:
     if args.worker:
         run = fcn_worker(args) if args.worker == "fcn" else torch_worker(args)
         print(json.dumps(run))
+        return
+    if args.levels:
+        runs = json.loads(Path(args.json).read_text())
+        mine = [run for run in runs if run["label"] == f"{run['framework']} {args.label}".strip()]
+        if not mine:
+            sys.exit(f"{args.json} has no run labelled {args.label!r} (its --label)")
+        print(levels_table(mine, args.levels))
         return
     if args.step_costs:
         for frozen in args.step_costs:
