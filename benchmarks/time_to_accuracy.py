@@ -16,7 +16,7 @@ hold-out, which is the benchmark's own: the default recipe was chosen with it (s
 ``benchmarks/README.md``), so the figures are a development score, not a test score.
 
 * ``fcn``: ``fcn.train`` with its defaults (``--set key=value`` overrides TrainConfig fields,
-  for recipe screens), ``val_files=()``, seed 0; the model evaluated as trained
+  for recipe screens), ``val_files=()``, ``--seed`` (0); the model evaluated as trained
   (``fcn.evaluate(..., precision=None)``).
 * ``torch``: the FCN8s of ``benchmarks/vs_pytorch.py`` (element-wise dropout, as fcn's) with
   ``fcn.train``'s recipe in PyTorch: SGD with momentum, Caffe's coupled weight decay 5e-4 on
@@ -198,9 +198,9 @@ def fcn_worker(args) -> dict:
     overrides = _overrides(args.set)
     practical = fcn.training.recipes.RECIPES["practical"]
     points.batch = overrides.get("batch_size") or practical.batch_size
-    keras.utils.set_random_seed(0)
+    keras.utils.set_random_seed(args.seed)
     result = fcn.train(
-        train_files=files, val_files=(), weights=args.weights, seed=0, verbose=0,
+        train_files=files, val_files=(), weights=args.weights, seed=args.seed, verbose=0,
         run_dir=tempfile.mkdtemp(prefix="fcn-tta-"), callbacks=[points], **init, **overrides,
     )  # fmt: skip
     settings = json.loads((result.run_dir / "state.json").read_text())["settings"]
@@ -254,7 +254,7 @@ def torch_worker(args) -> dict:
     train_ids, holdout_ids = split(args.voc)
     files, holdout = voc_pairs(args.voc, train_ids), voc_pairs(args.voc, holdout_ids)
 
-    keras.utils.set_random_seed(0)  # fcn.train's initial weights, copied
+    keras.utils.set_random_seed(args.seed)  # fcn.train's initial weights, copied
     source = fcn.build_model("fcn8s", weights=args.weights, dropout=config.dropout)
     geometry = {"pad": INPUT_PAD, "blocks": VGG_BLOCKS, "offsets": CROP_OFFSETS["fcn8s"]}
     model = torch_fcn8s(geometry, channel_dropout=False, dropout=config.dropout)
@@ -271,7 +271,7 @@ def torch_worker(args) -> dict:
     fc7 = keras.Model(source.input, source.get_layer("fc7").output)  # the score layers are 0
     expected = np.asarray(fc7(check)).transpose(0, 3, 1, 2)
     mults = skip_kernel_lr_mults(source)  # and the frozen blocks: fcn.train's for this body
-    first = input_fn(files, recipe, 0)(tf.distribute.InputContext())  # fcn.train's batches
+    first = input_fn(files, recipe, args.seed)(tf.distribute.InputContext())  # fcn.train's
     first = [images for images, _ in first.take(-(-HEAD_ENERGY_IMAGES // recipe.batch_size))]
     energy = np.mean([head_input_energy(source, images) for images in first])  # equal batches
     classes = source.get_layer(HEAD_SCORE).filters
@@ -326,7 +326,7 @@ def torch_worker(args) -> dict:
         model.train()
         return scores_of(matrix, VOC_CLASSES)
 
-    data = input_fn(files, recipe, 0)(tf.distribute.InputContext()).as_numpy_iterator()
+    data = input_fn(files, recipe, args.seed)(tf.distribute.InputContext()).as_numpy_iterator()
     model.train()
     steps, losses = 0, []
     while not clock.done() and steps < total:  # as fcn.train: the schedule's steps at most
@@ -345,7 +345,7 @@ def torch_worker(args) -> dict:
     return {"framework": "torch", "precision": precision, "agreement": agreement,
             "score_fr_energy": energy, "score_fr_rate_factor": mults[HEAD_SCORE],
             "points": clock.points, "settings": {"batch_size": recipe.batch_size,
-            "learning_rate": recipe.learning_rate, "crop_size": recipe.crop_size,
+            "learning_rate": recipe.learning_rate, "crop_size": recipe.crop_size, "seed": args.seed,
             "total_steps": total, "frozen": sorted(frozen), "trainable_params":
             sum(p.numel() for p in model.parameters() if p.requires_grad)}}  # fmt: skip
 
@@ -459,6 +459,8 @@ def main() -> None:
     parser.add_argument("--levels", nargs="+", type=float, metavar="IOU",
                         help="instead: minutes each run of --json labelled --label (every "
                         "framework) took to reach these hold-out mean IoUs")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=0, help="fc6/fc7's draw and the crops' "
+                        "order and augmentation, the same on every framework")  # fmt: skip
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker == "step":
@@ -486,6 +488,8 @@ def main() -> None:
         return
     if not Path(args.voc).exists() or not Path(args.weights).exists():
         sys.exit(f"needs {args.voc} and {args.weights} (the shared real data and weights)")
+    if "seed" in _overrides(args.set):
+        sys.exit("--set seed=N would seed fcn alone: pass --seed N (every framework)")
     if args.fc_init != "glorot" and "torch" in args.frameworks:
         sys.exit("--fc-init is a screen of fcn's initialisation: pass --frameworks fcn")
     from fcn.device import cpu_summary
