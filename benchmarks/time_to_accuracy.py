@@ -38,6 +38,8 @@ seen).
         --fc-init pass-through --label "pass-through fc"                # an init screen
     python benchmarks/time_to_accuracy.py --step-costs 0 2 3 4 5 --crop 320 --batch 4
     python benchmarks/time_to_accuracy.py --levels 0.2 0.3 --label "b2" --json runs.json
+    python benchmarks/time_to_accuracy.py --replot --label "b2" --json runs.json \\
+        --figure b2.png                                                 # a figure from --json
 """
 
 from __future__ import annotations
@@ -459,6 +461,8 @@ def main() -> None:
     parser.add_argument("--levels", nargs="+", type=float, metavar="IOU",
                         help="instead: minutes each run of --json labelled --label (every "
                         "framework) took to reach these hold-out mean IoUs")  # fmt: skip
+    parser.add_argument("--replot", action="store_true",
+                        help="instead: redraw --figure from the runs of --json labelled --label")
     parser.add_argument("--seed", type=int, default=0, help="fc6/fc7's draw and the crops' "
                         "order and augmentation, the same on every framework")  # fmt: skip
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -470,12 +474,15 @@ def main() -> None:
         run = fcn_worker(args) if args.worker == "fcn" else torch_worker(args)
         print(json.dumps(run))
         return
-    if args.levels:
+    if args.levels or args.replot:
         runs = json.loads(Path(args.json).read_text())
         mine = [run for run in runs if run["label"] == f"{run['framework']} {args.label}".strip()]
         if not mine:
             sys.exit(f"{args.json} has no run labelled {args.label!r} (its --label)")
-        print(levels_table(mine, args.levels))
+        if args.levels:
+            print(levels_table(mine, args.levels))
+        if args.replot:
+            plot(mine, Path(args.figure))
         return
     if args.step_costs:
         for frozen in args.step_costs:
