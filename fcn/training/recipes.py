@@ -73,11 +73,12 @@ score_fr's rate is measured at the start of every run from a pretrained body
 the dropouts, sets :func:`fcn.training.loss.stable_rate_factor` on its kernel. The notop body's
 glorot fc7 (4.4e4-5.2e4 on batches of real VOC crops) took the full rate in every figure above
 (measured before Dec 6 15:20 UTC, when the factor was the whole bound, at most 1); since then
-:data:`fcn.training.loss.HEAD_RATE_MARGIN` gives it half the bound, 0.77-0.91 of the base rate
+:data:`fcn.training.loss.HEAD_RATE_MARGIN` gives it half the bound, 0.61-0.91 of the base rate
 (0.884 in the Dec 6 AMX run of the defaults: 0.307 after 30 minutes, ten object classes above
 0.2, and 0.319 at the schedule's end, 41 minutes; PyTorch with the same recipe 0.305 after 30
 and 0.319 after 60; on the AVX512-BF16 EPYC, the same factor, 0.325 after 30 and 0.322 at the
-end, 37 minutes, PyTorch 0.279 and 0.327 after 30 and 60: ``benchmarks/README.md``). A synthetic
+end, 37 minutes, PyTorch 0.279 and 0.327 after 30 and 60; with another fc6/fc7 draw, ``--seed 1``,
+factor 0.611, 0.298 and 0.305, PyTorch 0.293 and 0.308: ``benchmarks/README.md``). A synthetic
 full VGG16 file (fc1/fc2 drawn He-normal, 8.1e5) had spiked to a loss of 24 at step 2 at the full
 rate and oscillated around chance at the whole bound; it trains at 0.08-0.09 of the base rate
 instead (``tests/test_convergence.py``)."""
