@@ -62,6 +62,8 @@ from vs_pytorch import torch_fcn8s
 VOC148 = Path(__file__).resolve().parents[2] / "shared/voc_train148"
 HOLDOUT_STRIDE = 5
 """Every 5th id (sorted) is held out: 30 of the 148."""
+FIGURE = "benchmarks/figures/time_to_accuracy.png"
+"""A run's figure unless ``--figure`` says: the AMX Xeon's pair in ``benchmarks/README.md``."""
 
 
 def split(root: str | os.PathLike) -> tuple[list[str], list[str]]:
@@ -450,8 +452,8 @@ def main() -> None:
                         help="fcn only, a screen: fc6/fc7 as fcn.train draws them, or "
                         "pass_through_fc's")  # fmt: skip
     parser.add_argument("--json", default="time_to_accuracy.json", help="appended to")
-    parser.add_argument("--figure", default="benchmarks/figures/time_to_accuracy.png",
-                        help="this run's curves, every framework on one plot")  # fmt: skip
+    parser.add_argument("--figure", help="this run's curves, every framework on one plot "
+                        f"(default, for a run: {FIGURE})")  # fmt: skip
     parser.add_argument("--step-costs", nargs="+", type=int, metavar="FROZEN",
                         help="instead: seconds per crop of a training step with these "
                         "frozen_blocks, at --crop and --batch, each in a fresh process")
@@ -482,6 +484,8 @@ def main() -> None:
         if args.levels:
             print(levels_table(mine, args.levels))
         if args.replot:
+            if not args.figure:  # the default is a committed run's figure: never overwritten so
+                sys.exit("--replot needs --figure PATH: where to draw the runs labelled --label")
             plot(mine, Path(args.figure))
         return
     if args.step_costs:
@@ -523,7 +527,7 @@ def main() -> None:
         print(json.dumps({"label": label, "minutes": last.get("minutes"),
                           "mean_iou": last.get("mean_iou"),
                           "objects_above_0.2": last.get("objects_above_0.2")}), flush=True)
-    plot(made, Path(args.figure))  # one CPU, one recipe: earlier runs are in --json
+    plot(made, Path(args.figure or FIGURE))  # one CPU, one recipe: earlier runs are in --json
 
 
 if __name__ == "__main__":

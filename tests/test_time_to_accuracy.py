@@ -89,14 +89,30 @@ def test_levels_and_replot_read_only_the_runs_labelled(tmp_path, monkeypatch, ca
     runs = tmp_path / "runs.json"
     runs.write_text(json.dumps(_runs()))
     figure = tmp_path / "seed7.png"
+    drawn, plot = [], time_to_accuracy.plot
+
+    def recording_plot(runs: list[dict], path: Path) -> None:
+        drawn.extend(run["label"] for run in runs)
+        plot(runs, path)
+
+    monkeypatch.setattr(time_to_accuracy, "plot", recording_plot)
     _main(monkeypatch, "--levels", "0.2", "--replot", "--label", "seed 7", "--json", str(runs),
           "--figure", str(figure))  # fmt: skip
     table = capsys.readouterr().out.splitlines()
     assert table[2:] == ["| fcn seed 7 | 7.5 |", "| torch seed 7 | <=5.0 |"]  # not "fcn other"
+    assert drawn == ["fcn seed 7", "torch seed 7"]
     width, height = Image.open(figure).size
     assert width > 500 and height > 200
     with pytest.raises(SystemExit, match="no run labelled 'seed 8'"):
         _main(monkeypatch, "--replot", "--label", "seed 8", "--json", str(runs))
+
+
+def test_replot_without_a_figure_is_refused(tmp_path, monkeypatch):
+    """The default figure is the committed AMX pair's: ``--replot`` never overwrites it."""
+    runs = tmp_path / "runs.json"
+    runs.write_text(json.dumps(_runs()))
+    with pytest.raises(SystemExit, match="--replot needs --figure PATH"):
+        _main(monkeypatch, "--replot", "--label", "seed 7", "--json", str(runs))
 
 
 def test_a_seed_for_fcn_alone_is_refused(tmp_path, monkeypatch):
