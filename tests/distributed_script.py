@@ -36,7 +36,8 @@ from fcn.training.train import compile_for_training, input_fn  # noqa: E402
 
 ROOT = fcn.data.write_synthetic_voc(
     DATA, 8, {"train": 8, "val": 2}, shapes=[(130, 90), (64, 64), (100, 150)], num_classes=3
-)  # void rows between 50-pixel class blocks: each crop has its own count of labelled pixels
+)  # void rows between 50-pixel class blocks: each crop has its own count of labelled pixels;
+# every worker writes this folder as it starts, and each file appears whole (renamed into place)
 FILES = fcn.data.voc_pairs(ROOT, "train")
 GLOBAL_BATCH = 2
 SETTINGS = {

@@ -47,14 +47,22 @@ def start(
     )  # fmt: skip
 
 
-def result(process: subprocess.Popen) -> dict:
+def results(processes: list[subprocess.Popen]) -> list[dict]:
+    """Each process's JSON line, once every one has ended. A failure shows the end of every
+    process's stderr: a worker's own error often surfaces as its peer's lost collective."""
+    ended = []
     try:
-        out, err = process.communicate(timeout=TIMEOUT)
+        ended = [process.communicate(timeout=TIMEOUT) for process in processes]
     except subprocess.TimeoutExpired:
-        process.kill()
+        for process in processes:
+            process.kill()
         raise
-    assert process.returncode == 0, err[-3000:]
-    return json.loads(out.strip().splitlines()[-1])
+    codes = [process.returncode for process in processes]
+    assert not any(codes), "\n".join(
+        f"--- process {i} (exit {code}):\n{err[-3000:]}"
+        for i, (code, (_, err)) in enumerate(zip(codes, ended, strict=True))
+    )
+    return [json.loads(out.strip().splitlines()[-1]) for out, _ in ended]
 
 
 def cluster(data, run_dirs, epochs: int, steps: int, *flags: str) -> list[subprocess.Popen]:
@@ -90,7 +98,7 @@ def test_two_workers_equal_one_process_and_only_the_chief_writes(tmp_path):
     losses by up to 6e-4 relative, 60x the bound (tried)."""
     epochs, steps = 2, 3
     chief_dir, other_dir = tmp_path / "chief", tmp_path / "other"
-    chief, other = map(result, cluster(tmp_path / "data", [chief_dir, other_dir], epochs, steps))
+    chief, other = results(cluster(tmp_path / "data", [chief_dir, other_dir], epochs, steps))
     assert chief["losses"] == other["losses"]  # both log the all-reduced global loss
     assert len(chief["losses"]) == epochs * steps and chief["iterations"] == epochs * steps
     assert not other_dir.exists()  # the other worker wrote nothing
@@ -100,8 +108,8 @@ def test_two_workers_equal_one_process_and_only_the_chief_writes(tmp_path):
         f"epoch-{epochs:04d}.keras", "log.csv", "state.json", "tensorboard",
     ]  # fmt: skip
 
-    reference = result(start("reference", tmp_path / "data", epochs, steps,
-                             chief_dir / f"epoch-{epochs:04d}.keras"))  # fmt: skip
+    (reference,) = results([start("reference", tmp_path / "data", epochs, steps,
+                                  chief_dir / f"epoch-{epochs:04d}.keras")])  # fmt: skip
     np.testing.assert_allclose(chief["losses"], reference["one"], rtol=1e-5)
     np.testing.assert_allclose(reference["two"], reference["one"], rtol=1e-5)
     assert reference["one_vs_chief"] < 1e-6 and reference["two_vs_chief"] < 1e-6, reference
@@ -128,7 +136,7 @@ def test_a_killed_worker_and_a_restart_with_resume_lose_no_epoch(tmp_path):
     done = read_state(dirs[0])["epoch"]
     if done >= epochs:
         pytest.fail(f"the run finished ({done} epochs) before the kill: make it slower")
-    chief, other = map(result, cluster(tmp_path / "data", dirs, epochs, steps, "resume", "val"))
+    chief, other = results(cluster(tmp_path / "data", dirs, epochs, steps, "resume", "val"))
     state = read_state(dirs[0])
     assert [row["epoch"] for row in state["history"]] == list(range(epochs))
     # The chief evaluated every epoch (under the multi-worker strategy) and kept the best.
@@ -190,7 +198,7 @@ def test_the_loop_equals_keras_fit_on_one_device(policy, accumulate):
 
 
 def test_two_logical_cpus_give_the_loss_of_one_device(tmp_path):
-    losses = result(start(tmp_path / "run", "mirrored", script=TRAIN_SCRIPT))
+    (losses,) = results([start(tmp_path / "run", "mirrored", script=TRAIN_SCRIPT)])
     assert losses["one_replicas"] == 1 and losses["two_replicas"] == 2
     # Equal up to dropout: each replica draws its own masks, so steps after the first differ by
     # ~1e-4 relative (seen: 1.096014 vs 1.095908 for the first epoch's mean).

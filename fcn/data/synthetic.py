@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -29,7 +31,10 @@ def write_synthetic_voc(
 
     Images are smooth random colour fields; labels are 50-pixel blocks of random classes with
     a void (255) row between blocks. Pairs already written are kept (growing a folder is cheap),
-    so write a new folder for other settings.
+    so write a new folder for other settings. Every file appears whole (written under a
+    temporary name, then renamed): processes that write and read the same folder at once, such
+    as the workers of a cluster on one machine, see each file's old content or its new one,
+    never an empty or partial file.
 
     Args:
         root: folder to write into.
@@ -43,7 +48,7 @@ def write_synthetic_voc(
         The VOC2012 root, ready for :func:`fcn.data.voc_pairs`.
 
     Examples:
-        >>> import tempfile
+        >>> import uuid
         >>> from fcn.data import read_pair, voc_pairs
         >>> root = write_synthetic_voc(tempfile.mkdtemp(), 3, {"train": 2, "val": 1},
         ...                            shapes=[(60, 80)])
@@ -62,15 +67,26 @@ def write_synthetic_voc(
         rng = np.random.default_rng([seed, i])
         h, w = shapes[i % len(shapes)]
         coarse = rng.integers(0, 256, (h // 25 + 1, w // 25 + 1, 3), dtype=np.uint8)
-        Image.fromarray(coarse).resize((w, h), Image.BILINEAR).save(
-            voc / "JPEGImages" / f"{name}.jpg", quality=90
-        )
+        image = Image.fromarray(coarse).resize((w, h), Image.BILINEAR)
+        _write_whole(voc / "JPEGImages" / f"{name}.jpg", image.save, "JPEG", quality=90)
         blocks = rng.integers(0, num_classes, (h // 50 + 1, w // 50 + 1)).astype(np.uint8)
         label = np.kron(blocks, np.ones((50, 50), np.uint8))[:h, :w]
         label[::50] = IGNORE_LABEL
-        write_label(label_path, label)
+        _write_whole(label_path, write_label, label)  # last: the pair is whole
     for split, size in (splits or {"train": count}).items():
-        (voc / "ImageSets" / "Segmentation" / f"{split}.txt").write_text(
-            "\n".join(ids[:size]) + "\n"
-        )
+        text = "\n".join(ids[:size]) + "\n"
+        _write_whole(voc / "ImageSets" / "Segmentation" / f"{split}.txt", Path.write_text, text)
     return voc
+
+
+def _write_whole(path: Path, write: Callable[..., object], *args: Any, **kwargs: Any) -> None:
+    """``write(tmp, *args, **kwargs)``, ``tmp`` a name of this call's own in ``path``'s folder,
+    then rename it to ``path`` (``os.replace`` is atomic): a reader sees the old file or the new
+    one, and writers in other threads or processes each rename a whole file of their own."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # made by write: usual mode
+    try:
+        write(tmp, *args, **kwargs)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
