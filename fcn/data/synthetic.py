@@ -48,7 +48,7 @@ def write_synthetic_voc(
         The VOC2012 root, ready for :func:`fcn.data.voc_pairs`.
 
     Examples:
-        >>> import uuid
+        >>> import tempfile
         >>> from fcn.data import read_pair, voc_pairs
         >>> root = write_synthetic_voc(tempfile.mkdtemp(), 3, {"train": 2, "val": 1},
         ...                            shapes=[(60, 80)])
