@@ -1,19 +1,21 @@
 """Multi-worker training runs that tests start as separate processes on 127.0.0.1.
 
-TF_CONFIG=... python tests/distributed_script.py worker DATA RUN_DIR EPOCHS STEPS [resume slow val]
+TF_CONFIG=... python tests/distributed_script.py worker DATA RUN_DIR EPOCHS STEPS [FLAGS]
 python tests/distributed_script.py reference DATA EPOCHS STEPS CHIEF_CHECKPOINT
 
 ``worker`` trains as the worker its ``TF_CONFIG`` names
-(:func:`fcn.training.distribute.local_cluster`) through ``fcn.train``; ``reference`` runs the
-same steps on the same global batches in one process, with the default strategy and with
-MirroredStrategy on two logical CPUs, and compares the final weights with the chief's
-checkpoint. Each prints one JSON line.
+(:func:`fcn.training.distribute.local_cluster`) through ``fcn.train``, with FLAGS among
+``resume``, ``slow`` (0.3 s after each step), ``val`` (validates) and ``fewer`` (worker 1 is
+given one pair fewer); ``reference`` runs the same steps on the same global batches in one
+process, with the default strategy and with MirroredStrategy on two logical CPUs, and compares
+the final weights with the chief's checkpoint. Each prints one JSON line.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -75,10 +77,13 @@ class Slow(keras.callbacks.Callback):
 if MODE == "worker":
     run_dir, epochs, steps = Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
     flags = sys.argv[6:]
+    files = FILES
+    if "fewer" in flags and json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 1:
+        files = fcn.data.SegmentationFiles(FILES.images[:-1], FILES.labels[:-1])
     keras.utils.set_random_seed(0)
     recorder = Losses()
     result = fcn.train(
-        train_files=FILES, run_dir=run_dir,
+        train_files=files, run_dir=run_dir,
         val_files=fcn.data.voc_pairs(ROOT, "val") if "val" in flags else (),
         epochs=epochs, steps_per_epoch=steps,
         resume="resume" in flags, verbose=0,

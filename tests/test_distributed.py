@@ -18,10 +18,12 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fcn.training import distribute
 from fcn.training.checkpoint import read_state
-from fcn.training.distribute import local_cluster
+from fcn.training.distribute import fingerprint, local_cluster
 from fcn.training.recipes import RECIPES
 from fcn.training.train import compile_for_training
 
@@ -47,16 +49,21 @@ def start(
     )  # fmt: skip
 
 
-def results(processes: list[subprocess.Popen]) -> list[dict]:
-    """Each process's JSON line, once every one has ended. A failure shows the end of every
-    process's stderr: a worker's own error often surfaces as its peer's lost collective."""
-    ended = []
+def finish(processes: list[subprocess.Popen]) -> list[tuple[str, str]]:
+    """Each process's (stdout, stderr), once every one has ended; all are killed when one
+    runs past TIMEOUT."""
     try:
-        ended = [process.communicate(timeout=TIMEOUT) for process in processes]
+        return [process.communicate(timeout=TIMEOUT) for process in processes]
     except subprocess.TimeoutExpired:
         for process in processes:
             process.kill()
         raise
+
+
+def results(processes: list[subprocess.Popen]) -> list[dict]:
+    """Each process's JSON line, once every one has ended. A failure shows the end of every
+    process's stderr: a worker's own error often surfaces as its peer's lost collective."""
+    ended = finish(processes)
     codes = [process.returncode for process in processes]
     assert not any(codes), "\n".join(
         f"--- process {i} (exit {code}):\n{err[-3000:]}"
@@ -146,6 +153,36 @@ def test_a_killed_worker_and_a_restart_with_resume_lose_no_epoch(tmp_path):
     assert chief["iterations"] == other["iterations"] == epochs * steps
     assert len(chief["losses"]) == (epochs - done) * steps
     assert not dirs[1].exists()
+
+
+NAMES = st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0/")))
+"""Lists of file names: any characters but NUL and "/" (no file name holds them)."""
+
+
+@given(NAMES, NAMES)
+def test_the_fingerprints_of_two_name_lists_are_equal_when_the_lists_are(first, second):
+    """Equal lists, equal fingerprints; any other list (another name, order, split of the same
+    characters into names, or length), another fingerprint (a collision: 1 in 2**63)."""
+    assert (fingerprint(first) == fingerprint(second)) == (first == second)
+    if first:
+        joined = ["".join(first)] + [""] * (len(first) - 1)  # the same characters, cut elsewhere
+        assert (fingerprint(joined) == fingerprint(first)) == (joined == first)
+
+
+def test_workers_given_different_training_lists_all_refuse(tmp_path):
+    """The second worker is given the chief's training pairs less the last one (as a machine
+    with an older split file would be): it would read every other pair of its own list and
+    count 3 steps to the chief's 4. Both refuse before building anything, each naming the
+    counts, and nothing is written."""
+    dirs = [tmp_path / "run", tmp_path / "other"]
+    processes = cluster(tmp_path / "data", dirs, 1, 2, "fewer")
+    ended = finish(processes)
+    for process, (_, err) in zip(processes, ended, strict=True):
+        assert process.returncode != 0, err[-3000:]
+        assert "ValueError: train_files differ between the workers: 1 of 2 hold other" in err
+    assert "(this one: 8 pairs, the same names and order)" in ended[0][1]
+    assert "(this one: 7 pairs, other names and order)" in ended[1][1]
+    assert not dirs[0].exists() and not dirs[1].exists()
 
 
 @pytest.mark.parametrize("policy, accumulate", [("float32", 2), ("mixed_float16", 1)])

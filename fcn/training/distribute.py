@@ -1,21 +1,25 @@
 """Training on several devices and machines: the strategy, the cluster, the chief, syncing.
 
 :func:`choose_strategy` picks the strategy for what is visible; :func:`local_cluster` writes
-``TF_CONFIG`` values for workers on one machine; :func:`is_chief`, :func:`sync_from_chief` and
-:func:`sync_count` are the collectives :mod:`fcn.training.loop` and :mod:`fcn.training.train`
-build on (the roles and their reasons are in :mod:`fcn.training.loop`).
+``TF_CONFIG`` values for workers on one machine; :func:`is_chief`, :func:`sync_from_chief`,
+:func:`sync_count` and :func:`check_same_files` are the collectives :mod:`fcn.training.loop`
+and :mod:`fcn.training.train` build on (the roles and their reasons are in
+:mod:`fcn.training.loop`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import tensorflow as tf
+
+from fcn.data.files import SegmentationFiles
 
 SUM = tf.distribute.ReduceOp.SUM
 
@@ -132,6 +136,20 @@ def sync_from_chief(strategy: tf.distribute.Strategy, variables: Sequence) -> No
     sync()
 
 
+def _sum(strategy: tf.distribute.Strategy, value: int, chief_only: bool = False) -> int:
+    """The sum over all replicas of ``value`` (an int64), or of the chief's alone (the others
+    add 0), on every worker."""
+
+    def contribution():
+        context = tf.distribute.get_replica_context()
+        mine = tf.constant(value, tf.int64)
+        if chief_only:
+            mine = tf.where(tf.equal(context.replica_id_in_sync_group, 0), mine, 0)
+        return context.all_reduce(SUM, mine)
+
+    return int(strategy.experimental_local_results(strategy.run(contribution))[0])
+
+
 def sync_count(strategy: tf.distribute.Strategy, count: int) -> int:
     """The chief's ``count`` (the epochs or batches a resumed run has done) on every worker
     (the others pass anything).
@@ -140,13 +158,48 @@ def sync_count(strategy: tf.distribute.Strategy, count: int) -> int:
         >>> sync_count(tf.distribute.get_strategy(), 3)
         3
     """
+    return _sum(strategy, count, chief_only=True)
 
-    def chief_count():
-        context = tf.distribute.get_replica_context()
-        first = tf.equal(context.replica_id_in_sync_group, 0)
-        return context.all_reduce(SUM, tf.where(first, tf.constant(count, tf.int64), 0))
 
-    return int(strategy.experimental_local_results(strategy.run(chief_count))[0])
+def fingerprint(names: Iterable[str]) -> int:
+    """A 63-bit fingerprint (BLAKE2b) of ``names`` in their order: the same on every machine
+    for the same names.
+
+    Examples:
+        >>> fingerprint(["a.jpg", "b.jpg"]) == fingerprint(["a.jpg", "b.jpg"])
+        True
+        >>> fingerprint(["a.jpg", "b.jpg"]) == fingerprint(["b.jpg", "a.jpg"])
+        False
+    """
+    digest = hashlib.blake2b(digest_size=8)
+    for name in names:
+        digest.update(os.fsencode(name) + b"\0")  # NUL, in no file name, ends each one
+    return int.from_bytes(digest.digest(), "big") >> 1
+
+
+def check_same_files(strategy: tf.distribute.Strategy, files: SegmentationFiles) -> None:
+    """Raise ValueError on every worker unless each was given the chief's training pairs in
+    the chief's order. Each worker reads every ``workers``-th pair of its own list
+    (:func:`fcn.training.train.input_fn`) and counts its steps from the list's length: lists
+    that differ would skip or repeat pairs without a word, or stop the workers at different
+    steps. Pairs are compared by file name (the folder may differ between machines).
+
+    Examples:
+        >>> from fcn.data import sample_voc_root, voc_pairs
+        >>> check_same_files(tf.distribute.get_strategy(), voc_pairs(sample_voc_root(), "val"))
+    """
+    mine = fingerprint(Path(p).name for p in (*files.images, *files.labels))
+    chief_pairs, chief_print = sync_count(strategy, len(files)), sync_count(strategy, mine)
+    other = _sum(strategy, int(len(files) != chief_pairs or mine != chief_print))
+    if other:
+        per_worker = len(strategy.extended.worker_devices)
+        raise ValueError(
+            f"train_files differ between the workers: {other // per_worker} of "
+            f"{cluster_size()} hold other pairs or another order than the chief's "
+            f"{chief_pairs} (this one: {len(files)} pairs, "
+            f"{'the same' if mine == chief_print else 'other'} names and order): give every "
+            "worker the same list (the same split files and dataset); nothing was trained"
+        )
 
 
 def choose_strategy() -> tf.distribute.Strategy:

@@ -207,8 +207,9 @@ def train(
     Raises:
         TypeError: an override that is no field of TrainConfig.
         ValueError: an ``init_from`` model whose layers do not fit the new one; a setting out
-            of its range; a training list that fills no batch; on resume, a change of a
-            setting that cannot change within a run, or fewer epochs than done.
+            of its range; a training list that fills no batch, or (several workers) differs
+            from the chief's; on resume, a change of a setting that cannot change within a
+            run, or fewer epochs than done.
         FileExistsError: ``run_dir`` holds a run and ``resume`` is False.
         PermissionError: ``run_dir`` cannot be written (checked before training).
         OutOfMemoryError: the first steps did not fit; the message gives the estimate and a
@@ -252,6 +253,8 @@ def train(
         config = requested
     settings = _recipe(config, strategy.num_replicas_in_sync)
     train_files, val_files = _files(voc_root, sbd_root, train_files, val_files)
+    if multi_worker:  # before anything counted from the list: every worker refuses alike
+        distribute.check_same_files(strategy, train_files)
     _check_batches(train_files, settings, strategy.num_replicas_in_sync, distribute.cluster_size())
     epochs = config.epochs
     steps = config.steps_per_epoch or max(1, len(train_files) // settings.batch_size)
