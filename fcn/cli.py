@@ -234,7 +234,8 @@ VERBOSE_HELP = "show TensorFlow's start-up and info lines (or set FCN_VERBOSE=1)
 
 MULTI_WORKER = """several processes or machines (fcn.training.loop): start the same command once per
 worker, each with its own TF_CONFIG; the first worker is the chief, the only one that reads
-the weights file and writes --run-dir; --batch-size is the global batch, split over workers:
+the weights file and writes --run-dir; the others take its settings (one given another value
+refuses) and must be given the same data; --batch-size is the global batch, split over workers:
   TF_CONFIG='{"cluster": {"worker": ["hostA:23456", "hostB:23456"]},
               "task": {"type": "worker", "index": 0}}' fcn train VOC2012 --batch-size 16
   TF_CONFIG='{"cluster": {"worker": ["hostA:23456", "hostB:23456"]},

@@ -5,10 +5,11 @@ python tests/distributed_script.py reference DATA EPOCHS STEPS CHIEF_CHECKPOINT
 
 ``worker`` trains as the worker its ``TF_CONFIG`` names
 (:func:`fcn.training.distribute.local_cluster`) through ``fcn.train``, with FLAGS among
-``resume``, ``slow`` (0.3 s after each step), ``val`` (validates) and ``fewer`` (worker 1 is
-given one pair fewer); ``reference`` runs the same steps on the same global batches in one
-process, with the default strategy and with MirroredStrategy on two logical CPUs, and compares
-the final weights with the chief's checkpoint. Each prints one JSON line.
+``resume``, ``slow`` (0.3 s after each step), ``val`` (validates), and for worker 1 alone
+``fewer`` (one pair fewer), ``faster`` (twice the learning rate) or ``bare`` (no settings);
+``reference`` runs the same steps on the same global batches in one process, with the default
+strategy and with MirroredStrategy on two logical CPUs, and compares the final weights with the
+chief's checkpoint. Each prints one JSON line.
 """
 
 from __future__ import annotations
@@ -77,17 +78,21 @@ class Slow(keras.callbacks.Callback):
 if MODE == "worker":
     run_dir, epochs, steps = Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
     flags = sys.argv[6:]
-    files = FILES
-    if "fewer" in flags and json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 1:
-        files = fcn.data.SegmentationFiles(FILES.images[:-1], FILES.labels[:-1])
+    files, settings = FILES, {**SETTINGS, "epochs": epochs, "steps_per_epoch": steps}
+    if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 1:  # worker 1 may differ
+        if "fewer" in flags:
+            files = fcn.data.SegmentationFiles(FILES.images[:-1], FILES.labels[:-1])
+        if "faster" in flags:
+            settings["learning_rate"] = 2 * SETTINGS["learning_rate"]
+        if "bare" in flags:  # every setting is the chief's (width 1.0 and 50 epochs if not)
+            settings = {}
     keras.utils.set_random_seed(0)
     recorder = Losses()
     result = fcn.train(
         train_files=files, run_dir=run_dir,
         val_files=fcn.data.voc_pairs(ROOT, "val") if "val" in flags else (),
-        epochs=epochs, steps_per_epoch=steps,
         resume="resume" in flags, verbose=0,
-        callbacks=[recorder, *([Slow()] if "slow" in flags else [])], **SETTINGS,
+        callbacks=[recorder, *([Slow()] if "slow" in flags else [])], **settings,
     )  # fmt: skip
     print(json.dumps({
         "losses": recorder.losses(),

@@ -126,8 +126,9 @@ def test_two_workers_equal_one_process_and_only_the_chief_writes(tmp_path):
 def test_a_killed_worker_and_a_restart_with_resume_lose_no_epoch(tmp_path):
     """SIGKILL the second worker once the chief has completed an epoch (and evaluated it); the
     chief then waits in an all-reduce forever, so it is killed too (as a cluster manager would).
-    Both started again with resume: the run completes every epoch once, from the chief's
-    checkpoint, with a validation score for each."""
+    Both started again with resume, the second given no settings and no view of the run
+    directory (as on another machine): it takes the chief's, and the run completes every epoch
+    once, from the chief's checkpoint, with a validation score for each."""
     epochs, steps = 3, 4
     dirs = [tmp_path / "run", tmp_path / "other"]
     processes = cluster(tmp_path / "data", dirs, epochs, steps, "slow", "val")
@@ -143,7 +144,9 @@ def test_a_killed_worker_and_a_restart_with_resume_lose_no_epoch(tmp_path):
     done = read_state(dirs[0])["epoch"]
     if done >= epochs:
         pytest.fail(f"the run finished ({done} epochs) before the kill: make it slower")
-    chief, other = results(cluster(tmp_path / "data", dirs, epochs, steps, "resume", "val"))
+    chief, other = results(
+        cluster(tmp_path / "data", dirs, epochs, steps, "resume", "val", "bare")
+    )
     state = read_state(dirs[0])
     assert [row["epoch"] for row in state["history"]] == list(range(epochs))
     # The chief evaluated every epoch (under the multi-worker strategy) and kept the best.
@@ -152,6 +155,7 @@ def test_a_killed_worker_and_a_restart_with_resume_lose_no_epoch(tmp_path):
     assert chief["epochs"] == list(range(epochs))
     assert chief["iterations"] == other["iterations"] == epochs * steps
     assert len(chief["losses"]) == (epochs - done) * steps
+    assert other["losses"] == chief["losses"]  # both log the all-reduced global loss
     assert not dirs[1].exists()
 
 
@@ -169,19 +173,24 @@ def test_the_fingerprints_of_two_name_lists_are_equal_when_the_lists_are(first, 
         assert (fingerprint(joined) == fingerprint(first)) == (joined == first)
 
 
-def test_workers_given_different_training_lists_all_refuse(tmp_path):
+@pytest.mark.parametrize("flag, errors", [
+    ("fewer", ["train_files differ between the workers: 1 of 2 hold other pairs or another order "
+               "than the chief's 8 (this one: 8 pairs, the same names and order)",
+               "(this one: 7 pairs, other names and order)"]),
+    ("faster", ["1 of 2 workers were given other settings than the chief's (not the chief)",
+                "(this one: learning_rate 0.02 differs from the chief's 0.01)"]),
+])  # fmt: skip
+def test_workers_given_other_data_or_settings_all_refuse(tmp_path, flag, errors):
     """The second worker is given the chief's training pairs less the last one (as a machine
-    with an older split file would be): it would read every other pair of its own list and
-    count 3 steps to the chief's 4. Both refuse before building anything, each naming the
-    counts, and nothing is written."""
+    with an older split file would be: it would read every other pair of its own list and
+    count 3 steps to the chief's 4), or twice its learning rate (its weights would drift from
+    the chief's). Both refuse before building anything, each saying what differs, and nothing
+    is written."""
     dirs = [tmp_path / "run", tmp_path / "other"]
-    processes = cluster(tmp_path / "data", dirs, 1, 2, "fewer")
+    processes = cluster(tmp_path / "data", dirs, 1, 2, flag)
     ended = finish(processes)
-    for process, (_, err) in zip(processes, ended, strict=True):
-        assert process.returncode != 0, err[-3000:]
-        assert "ValueError: train_files differ between the workers: 1 of 2 hold other" in err
-    assert "(this one: 8 pairs, the same names and order)" in ended[0][1]
-    assert "(this one: 7 pairs, other names and order)" in ended[1][1]
+    for process, (_, err), error in zip(processes, ended, errors, strict=True):
+        assert process.returncode != 0 and "ValueError: " in err and error in err, err[-3000:]
     assert not dirs[0].exists() and not dirs[1].exists()
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from fcn.classes import IGNORE_LABEL, NUM_CLASSES
 from fcn.layout import VARIANTS, VGG_BLOCKS
@@ -226,22 +227,44 @@ class TrainConfig:
         """
         known = {f.name for f in fields(self)}
         settings = {k: v for k, v in recorded.items() if k in known}
-        changed = [
-            (f.name, given[f.name], recorded.get(f.name))
-            for f in fields(self)
-            if f.metadata.get("resume") == "fixed" and f.name in given
-            and _jsonable(given[f.name]) != recorded.get(f.name)
-        ]  # fmt: skip
+        fixed = [f.name for f in fields(self) if f.metadata.get("resume") == "fixed"]
+        changed = differences(recorded, given, fixed)
         if changed:
-            what = "; ".join(f"{n} {_show(g)} differs from the run's {_show(r)}"
-                             for n, g, r in changed)  # fmt: skip
             fix = ", ".join(f"{n}={_show(r)}" for n, _, r in changed)
             raise ValueError(
-                f"resume: {what}, which cannot change within a run: pass {fix}, or start a new run "
-                "in another run_dir"
+                f"resume: {describe(changed, 'the run')}, which cannot change within a run: "
+                f"pass {fix}, or start a new run in another run_dir"
             )
         call = {name: getattr(self, name) for name in CALL_ONLY}
         return TrainConfig(**{**settings, **given, **call})
+
+
+def differences(
+    recorded: dict, given: dict, names: Sequence[str] | None = None
+) -> list[tuple[str, Any, Any]]:
+    """(field, given value, recorded value) for each field of ``given`` (of ``names`` alone,
+    if given) whose JSON value differs from the ``recorded`` settings'
+    (:meth:`TrainConfig.to_json`).
+
+    Examples:
+        >>> differences(TrainConfig(epochs=2).to_json(), {"epochs": 3, "width": 1.0})
+        [('epochs', 3, 2)]
+    """
+    return [
+        (name, value, recorded.get(name))
+        for name, value in given.items()
+        if (names is None or name in names) and _jsonable(value) != recorded.get(name)
+    ]
+
+
+def describe(changed: list[tuple[str, Any, Any]], whose: str) -> str:
+    """:func:`differences` in words: ``"epochs 3 differs from <whose>'s 2; ..."``.
+
+    Examples:
+        >>> describe([("epochs", 3, 2), ("recipe", "paper", "practical")], "the chief")
+        "epochs 3 differs from the chief's 2; recipe 'paper' differs from the chief's 'practical'"
+    """
+    return "; ".join(f"{n} {_show(g)} differs from {whose}'s {_show(r)}" for n, g, r in changed)
 
 
 CALL_ONLY: tuple[str, ...] = ("run_dir", "resume", "verbose")

@@ -2,9 +2,9 @@
 
 :func:`choose_strategy` picks the strategy for what is visible; :func:`local_cluster` writes
 ``TF_CONFIG`` values for workers on one machine; :func:`is_chief`, :func:`sync_from_chief`,
-:func:`sync_count` and :func:`check_same_files` are the collectives :mod:`fcn.training.loop`
-and :mod:`fcn.training.train` build on (the roles and their reasons are in
-:mod:`fcn.training.loop`).
+:func:`sync_count`, :func:`sync_text`, :func:`count_workers` and :func:`check_same_files` are
+the collectives :mod:`fcn.training.loop` and :mod:`fcn.training.train` build on (the roles and
+their reasons are in :mod:`fcn.training.loop`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import socket
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 
 from fcn.data.files import SegmentationFiles
@@ -136,18 +137,19 @@ def sync_from_chief(strategy: tf.distribute.Strategy, variables: Sequence) -> No
     sync()
 
 
-def _sum(strategy: tf.distribute.Strategy, value: int, chief_only: bool = False) -> int:
-    """The sum over all replicas of ``value`` (an int64), or of the chief's alone (the others
-    add 0), on every worker."""
+def _sum(strategy: tf.distribute.Strategy, values, chief_only: bool = False) -> np.ndarray:
+    """The sum over all replicas of ``values`` (int64, any shape, the same on every worker), or
+    the chief's alone (the others add zeros), on every worker."""
 
     def contribution():
         context = tf.distribute.get_replica_context()
-        mine = tf.constant(value, tf.int64)
+        mine = tf.constant(values, tf.int64)
         if chief_only:
-            mine = tf.where(tf.equal(context.replica_id_in_sync_group, 0), mine, 0)
+            first = tf.equal(context.replica_id_in_sync_group, 0)
+            mine = tf.where(first, mine, tf.zeros_like(mine))
         return context.all_reduce(SUM, mine)
 
-    return int(strategy.experimental_local_results(strategy.run(contribution))[0])
+    return strategy.experimental_local_results(strategy.run(contribution))[0].numpy()
 
 
 def sync_count(strategy: tf.distribute.Strategy, count: int) -> int:
@@ -158,7 +160,35 @@ def sync_count(strategy: tf.distribute.Strategy, count: int) -> int:
         >>> sync_count(tf.distribute.get_strategy(), 3)
         3
     """
-    return _sum(strategy, count, chief_only=True)
+    return int(_sum(strategy, count, chief_only=True))
+
+
+def sync_text(strategy: tf.distribute.Strategy, text: str) -> str:
+    """The chief's ``text`` (a run's settings) on every worker (the others pass anything): its
+    length, then its UTF-8 bytes, each summed with the other workers' zeros.
+
+    Examples:
+        >>> sync_text(tf.distribute.get_strategy(), '{"epochs": 3, "recipe": "päper"}')
+        '{"epochs": 3, "recipe": "päper"}'
+    """
+    data = list(text.encode())
+    length = sync_count(strategy, len(data))
+    if not length:  # the same on every worker: all skip the byte sum
+        return ""
+    mine = (data + [0] * length)[:length]
+    return _sum(strategy, mine, chief_only=True).astype(np.uint8).tobytes().decode()
+
+
+def count_workers(strategy: tf.distribute.Strategy, flag: bool) -> int:
+    """How many workers pass a true ``flag`` (every worker calls it, each with its own), on
+    every worker.
+
+    Examples:
+        >>> count_workers(tf.distribute.get_strategy(), True)
+        1
+    """
+    replicas_per_worker = max(1, strategy.num_replicas_in_sync // cluster_size())
+    return int(_sum(strategy, int(flag))) // replicas_per_worker
 
 
 def fingerprint(names: Iterable[str]) -> int:
@@ -190,11 +220,10 @@ def check_same_files(strategy: tf.distribute.Strategy, files: SegmentationFiles)
     """
     mine = fingerprint(Path(p).name for p in (*files.images, *files.labels))
     chief_pairs, chief_print = sync_count(strategy, len(files)), sync_count(strategy, mine)
-    other = _sum(strategy, int(len(files) != chief_pairs or mine != chief_print))
+    other = count_workers(strategy, len(files) != chief_pairs or mine != chief_print)
     if other:
-        per_worker = len(strategy.extended.worker_devices)
         raise ValueError(
-            f"train_files differ between the workers: {other // per_worker} of "
+            f"train_files differ between the workers: {other} of "
             f"{cluster_size()} hold other pairs or another order than the chief's "
             f"{chief_pairs} (this one: {len(files)} pairs, "
             f"{'the same' if mine == chief_print else 'other'} names and order): give every "

@@ -10,6 +10,7 @@ wing: :mod:`~fcn.training.recipes` (loss, schedules, rates), :mod:`~fcn.training
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import warnings
 from collections.abc import Sequence
@@ -33,10 +34,9 @@ from fcn.training.checkpoint import (
     FiniteGuard,
     RunCheckpoint,
     check_writable,
-    read_state,
     resume_state,
 )
-from fcn.training.config import BEST_FILE, CALL_ONLY, TrainConfig
+from fcn.training.config import BEST_FILE, CALL_ONLY, TrainConfig, describe, differences
 from fcn.training.loss import (
     HEAD_ENERGY_IMAGES,
     HEAD_RATE_MARGIN,
@@ -225,6 +225,7 @@ def train(
         (1, None, False)
     """
     enable_memory_growth()  # before the strategy or the model touch a GPU
+    auto_precision = "auto" in (overrides.get("mixed_precision"), config and config.mixed_precision)
     if overrides.get("mixed_precision") == "auto":  # decided here, and recorded as decided
         overrides = {**overrides, "mixed_precision": auto_mixed_precision()}
     if config is not None and config.mixed_precision == "auto":
@@ -240,17 +241,17 @@ def train(
     run_dir = Path(requested.run_dir or Path("runs", requested.variant))
     strategy = strategy or distribute.choose_strategy()
     chief, multi_worker = distribute.is_chief(strategy), distribute.cluster_size() > 1
-    # every worker reads the run's settings where it can see the run directory; only the chief
-    # refuses to overwrite a run or removes what a killed write left
-    if chief:
-        state = resume_state(run_dir, requested.resume)
-    else:
-        state = _readable_state(run_dir) if requested.resume else None
+    given = overrides if config is None else {**_settings(requested), **overrides}
+    # the chief alone reads the run directory, refuses to overwrite a run and removes what a
+    # killed write left; the other workers take its settings
+    state = resume_state(run_dir, requested.resume) if chief else None
     if state is not None:  # the run's settings, with what this call gives instead
-        given = overrides if config is None else {**_settings(requested), **overrides}
         config = requested.resumed(state["settings"], given)
     else:
         config = requested
+    if multi_worker:  # "auto" precision: the chief's hardware decides for every worker
+        mine = {k: v for k, v in given.items() if not (k == "mixed_precision" and auto_precision)}
+        config = _chief_settings(strategy, chief, config, mine)
     settings = _recipe(config, strategy.num_replicas_in_sync)
     train_files, val_files = _files(voc_root, sbd_root, train_files, val_files)
     if multi_worker:  # before anything counted from the list: every worker refuses alike
@@ -359,12 +360,26 @@ def _settings(config: TrainConfig) -> dict[str, Any]:
             if f.name not in CALL_ONLY}  # fmt: skip
 
 
-def _readable_state(run_dir: Path) -> dict | None:
-    """A worker's view of the run: its state where this machine sees the run directory."""
-    try:
-        return read_state(run_dir)
-    except (OSError, ValueError):
-        return None
+def _chief_settings(
+    strategy: tf.distribute.Strategy, chief: bool, config: TrainConfig, given: dict[str, Any]
+) -> TrainConfig:
+    """Every worker's config under several workers: the chief's settings (a resumed run's
+    included: the others need not see its run directory), with this worker's ``run_dir``,
+    ``resume`` and ``verbose``. A setting this worker was ``given`` that differs from the
+    chief's is refused by every worker alike, naming it (not trained with: the workers would
+    sum gradients of other batches, rates or models without a word)."""
+    chief_json = distribute.sync_text(strategy, json.dumps(config.to_json()) if chief else "")
+    settings = json.loads(chief_json)
+    changed = [] if chief else differences(settings, given, names=list(settings))
+    others = distribute.count_workers(strategy, bool(changed))
+    if others:
+        mine = f"this one: {describe(changed, 'the chief')}" if changed else "not the chief"
+        raise ValueError(
+            f"{others} of {distribute.cluster_size()} workers were given other settings than "
+            f"the chief's ({mine}): give every worker the same settings, or only the data and "
+            "run_dir (the others take the chief's); nothing was trained"
+        )
+    return config if chief else config.resumed(settings, given)
 
 
 def _recipe(config: TrainConfig, replicas: int = 1) -> Recipe:
