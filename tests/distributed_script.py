@@ -5,7 +5,8 @@ python tests/distributed_script.py reference DATA EPOCHS STEPS CHIEF_CHECKPOINT
 
 ``worker`` trains as the worker its ``TF_CONFIG`` names
 (:func:`fcn.training.distribute.local_cluster`) through ``fcn.train``, with FLAGS among
-``resume``, ``slow`` (0.3 s after each step), ``val`` (validates), and for worker 1 alone
+``resume``, ``slow`` (0.3 s after each step), ``val`` (validates), ``names`` (class names
+from a file of each worker's own), and for worker 1 alone
 ``fewer`` (one pair fewer), ``faster`` (twice the learning rate) or ``bare`` (no settings);
 ``reference`` runs the same steps on the same global batches in one process, with the default
 strategy and with MirroredStrategy on two logical CPUs, and compares the final weights with the
@@ -79,7 +80,12 @@ if MODE == "worker":
     run_dir, epochs, steps = Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
     flags = sys.argv[6:]
     files, settings = FILES, {**SETTINGS, "epochs": epochs, "steps_per_epoch": steps}
-    if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 1:  # worker 1 may differ
+    index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+    if "names" in flags:  # the same names, from a file of each worker's own
+        names = DATA / f"names-{index}.txt"
+        names.write_text("sky\nroad\ncar\n")
+        settings["class_names"] = str(names)
+    if index == 1:  # worker 1 may differ
         if "fewer" in flags:
             files = fcn.data.SegmentationFiles(FILES.images[:-1], FILES.labels[:-1])
         if "faster" in flags:

@@ -102,10 +102,13 @@ def test_two_workers_equal_one_process_and_only_the_chief_writes(tmp_path):
     1.7e-8 of their largest magnitude; bound 1e-6). A worker that kept its own initial
     weights is off by far more; a loss averaged per replica instead of over the labelled
     pixels of the global batch (the crops hold different numbers of void pixels) moved the
-    losses by up to 6e-4 relative, 60x the bound (tried)."""
+    losses by up to 6e-4 relative, 60x the bound (tried). Each worker reads the same class
+    names from a file of its own (paths differ between machines: compared as names)."""
     epochs, steps = 2, 3
     chief_dir, other_dir = tmp_path / "chief", tmp_path / "other"
-    chief, other = results(cluster(tmp_path / "data", [chief_dir, other_dir], epochs, steps))
+    chief, other = results(
+        cluster(tmp_path / "data", [chief_dir, other_dir], epochs, steps, "names")
+    )
     assert chief["losses"] == other["losses"]  # both log the all-reduced global loss
     assert len(chief["losses"]) == epochs * steps and chief["iterations"] == epochs * steps
     assert not other_dir.exists()  # the other worker wrote nothing
@@ -157,6 +160,14 @@ def test_a_killed_worker_and_a_restart_with_resume_lose_no_epoch(tmp_path):
     assert len(chief["losses"]) == (epochs - done) * steps
     assert other["losses"] == chief["losses"]  # both log the all-reduced global loss
     assert not dirs[1].exists()
+    # Started again without resume: the chief refuses to overwrite the run, and so does the
+    # other worker, quoting it (it cannot see the run directory itself).
+    again = cluster(tmp_path / "data", dirs, epochs, steps, "bare")
+    errors = [err for _, err in finish(again)]
+    assert all(p.returncode != 0 for p in again), errors[1][-3000:]
+    assert f"FileExistsError: {dirs[0]} already holds a run: pass resume=True" in errors[0]
+    assert "ValueError: the chief refused to start (FileExistsError: " in errors[1]
+    assert read_state(dirs[0])["epoch"] == epochs  # nothing overwritten
 
 
 NAMES = st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0/")))

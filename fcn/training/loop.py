@@ -21,8 +21,8 @@ code path, which the whole suite exercises. Under several workers:
   divides by the labelled pixels of all replicas (one scalar all-reduce), and the optimizer sums
   the replicas' gradients: the step equals one device's on the same global batch (tested).
 - **Same start everywhere.** Every worker takes the chief's settings (a resumed run's
-  included; a setting given to a worker that differs from the chief's is refused by all) and
-  checks that it was given the chief's training files. Only the chief builds from the weights
+  included; a setting given to a worker that differs from the chief's is refused by all, and
+  so is a start the chief refuses) and checks that it was given the chief's training files. Only the chief builds from the weights
   file or reads the checkpoint of a resumed run; the others build the same architecture at
   random, and :func:`sync_from_chief` then gives every worker the chief's weights, optimizer
   state and epoch. So only the chief needs the run directory and the weights file.

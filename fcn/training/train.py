@@ -22,7 +22,7 @@ import keras
 import tensorflow as tf
 
 from fcn import data
-from fcn.classes import NUM_CLASSES
+from fcn.classes import NUM_CLASSES, read_class_names
 from fcn.data.errors import data_errors_named
 from fcn.device import OutOfMemoryError, auto_mixed_precision, enable_memory_growth
 from fcn.inference.evaluate import EvaluationCallback
@@ -225,7 +225,7 @@ def train(
         (1, None, False)
     """
     enable_memory_growth()  # before the strategy or the model touch a GPU
-    auto_precision = "auto" in (overrides.get("mixed_precision"), config and config.mixed_precision)
+    called_precision = overrides.get("mixed_precision", config and config.mixed_precision)
     if overrides.get("mixed_precision") == "auto":  # decided here, and recorded as decided
         overrides = {**overrides, "mixed_precision": auto_mixed_precision()}
     if config is not None and config.mixed_precision == "auto":
@@ -243,15 +243,22 @@ def train(
     chief, multi_worker = distribute.is_chief(strategy), distribute.cluster_size() > 1
     given = overrides if config is None else {**_settings(requested), **overrides}
     # the chief alone reads the run directory, refuses to overwrite a run and removes what a
-    # killed write left; the other workers take its settings
-    state = resume_state(run_dir, requested.resume) if chief else None
-    if state is not None:  # the run's settings, with what this call gives instead
-        config = requested.resumed(state["settings"], given)
-    else:
-        config = requested
-    if multi_worker:  # "auto" precision: the chief's hardware decides for every worker
-        mine = {k: v for k, v in given.items() if not (k == "mixed_precision" and auto_precision)}
-        config = _chief_settings(strategy, chief, config, mine)
+    # killed write left; the other workers take its settings, or its refusal
+    state, config, refusal = None, requested, None
+    try:
+        if chief:
+            state = resume_state(run_dir, requested.resume)
+        if state is not None:  # the run's settings, with what this call gives instead
+            config = requested.resumed(state["settings"], given)
+    except Exception as error:  # noqa: BLE001 (every kind: the other workers must hear of it)
+        if not multi_worker:
+            raise
+        refusal = error
+    if multi_worker:
+        if called_precision == "auto":  # the chief's hardware decides for every worker
+            given = {k: v for k, v in given.items() if k != "mixed_precision"}
+        config = _chief_settings(strategy, chief, config, given, refusal)
+        run_dir = Path(config.run_dir or Path("runs", config.variant))  # the chief's variant
     settings = _recipe(config, strategy.num_replicas_in_sync)
     train_files, val_files = _files(voc_root, sbd_root, train_files, val_files)
     if multi_worker:  # before anything counted from the list: every worker refuses alike
@@ -360,26 +367,62 @@ def _settings(config: TrainConfig) -> dict[str, Any]:
             if f.name not in CALL_ONLY}  # fmt: skip
 
 
+READ_BY_THE_CHIEF_ALONE: tuple[str, ...] = ("weights", "init_from")
+"""Settings naming files that the chief alone reads (:mod:`fcn.training.loop`): the other
+workers' values are not compared with the chief's, since a path may differ between machines."""
+
+
 def _chief_settings(
-    strategy: tf.distribute.Strategy, chief: bool, config: TrainConfig, given: dict[str, Any]
+    strategy: tf.distribute.Strategy,
+    chief: bool,
+    config: TrainConfig,
+    given: dict[str, Any],
+    refusal: Exception | None,
 ) -> TrainConfig:
     """Every worker's config under several workers: the chief's settings (a resumed run's
-    included: the others need not see its run directory), with this worker's ``run_dir``,
-    ``resume`` and ``verbose``. A setting this worker was ``given`` that differs from the
-    chief's is refused by every worker alike, naming it (not trained with: the workers would
-    sum gradients of other batches, rates or models without a word)."""
-    chief_json = distribute.sync_text(strategy, json.dumps(config.to_json()) if chief else "")
-    settings = json.loads(chief_json)
-    changed = [] if chief else differences(settings, given, names=list(settings))
-    others = distribute.count_workers(strategy, bool(changed))
+    included: the others need not see its run directory; its class names as names, not as the
+    file it read them from), with this worker's ``run_dir``, ``resume`` and ``verbose``. Every
+    worker refuses alike when the chief refused to start (``refusal``: the chief raises it, the
+    others a ValueError quoting it), or when a worker was ``given`` a setting that differs from
+    the chief's (else their gradients would mix other batches, rates or models without a
+    word), naming it."""
+    sent = ""
+    if chief:
+        try:
+            sent = json.dumps(_with_names(config.to_json()))
+        except Exception as error:  # noqa: BLE001 (its class_names file: unreadable)
+            refusal = refusal or error
+        if refusal is not None:
+            sent = json.dumps({"refusal": f"{type(refusal).__name__}: {refusal}"})
+    settings = json.loads(distribute.sync_text(strategy, sent))
+    if "refusal" in settings:
+        if refusal is not None:
+            raise refusal
+        raise ValueError(f"the chief refused to start ({settings['refusal']}); nothing was trained")
+    problem, mine = "", {}
+    if not chief:
+        try:
+            mine = _with_names({k: v for k, v in given.items() if k not in READ_BY_THE_CHIEF_ALONE})
+            problem = describe(differences(settings, mine, names=list(settings)), "the chief")
+        except (OSError, ValueError) as error:  # its class_names file: unreadable here
+            problem = f"class_names: {error}"
+    others = distribute.count_workers(strategy, bool(problem))
     if others:
-        mine = f"this one: {describe(changed, 'the chief')}" if changed else "not the chief"
         raise ValueError(
             f"{others} of {distribute.cluster_size()} workers were given other settings than "
-            f"the chief's ({mine}): give every worker the same settings, or only the data and "
-            "run_dir (the others take the chief's); nothing was trained"
+            f"the chief's ({f'this one: {problem}' if problem else 'not the chief'}): give "
+            "every worker the same settings, or only the data and run_dir (the others take the "
+            "chief's); nothing was trained"
         )
-    return config if chief else config.resumed(settings, given)
+    return config if chief else config.resumed(settings, mine)
+
+
+def _with_names(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` with ``class_names``, where it is set, as the list of names it gives (a
+    file's path read here)."""
+    if settings.get("class_names") is None:
+        return settings
+    return {**settings, "class_names": list(read_class_names(settings["class_names"]))}
 
 
 def _recipe(config: TrainConfig, replicas: int = 1) -> Recipe:
