@@ -22,10 +22,11 @@ code path, which the whole suite exercises. Under several workers:
   the replicas' gradients: the step equals one device's on the same global batch (tested).
 - **Same start everywhere.** Every worker takes the chief's settings (a resumed run's
   included; a setting given to a worker that differs from the chief's is refused by all, and
-  so is a start the chief refuses) and checks that it was given the chief's training files. Only the chief builds from the weights
-  file or reads the checkpoint of a resumed run; the others build the same architecture at
-  random, and :func:`sync_from_chief` then gives every worker the chief's weights, optimizer
-  state and epoch. So only the chief needs the run directory and the weights file.
+  so is a start the chief refuses) and checks that it was given the chief's training files.
+  Only the chief builds from the weights file or reads the checkpoint of a resumed run; the
+  others build the same architecture at random, and :func:`sync_from_chief` then gives every
+  worker the chief's weights, optimizer state and epoch. So only the chief needs the run
+  directory and the weights file.
 - **Stopping.** Every worker sees the same reduced loss and the same weights, so the NaN guard
   stops all of them at the same step; the chief restores its last good checkpoint.
 - **Resume after any worker dies.** The collectives have no timeout, so the survivors hang:
