@@ -218,7 +218,7 @@ def check_same_files(strategy: tf.distribute.Strategy, files: SegmentationFiles)
         >>> from fcn.data import sample_voc_root, voc_pairs
         >>> check_same_files(tf.distribute.get_strategy(), voc_pairs(sample_voc_root(), "val"))
     """
-    mine = fingerprint(Path(p).name for p in (*files.images, *files.labels))
+    mine = fingerprint(os.path.basename(p) for p in (*files.images, *files.labels))
     chief_pairs, chief_print = sync_count(strategy, len(files)), sync_count(strategy, mine)
     other = count_workers(strategy, len(files) != chief_pairs or mine != chief_print)
     if other:
