@@ -5,12 +5,12 @@ python tests/distributed_script.py reference DATA EPOCHS STEPS CHIEF_CHECKPOINT
 
 ``worker`` trains as the worker its ``TF_CONFIG`` names
 (:func:`fcn.training.distribute.local_cluster`) through ``fcn.train``, with FLAGS among
-``resume``, ``slow`` (0.3 s after each step), ``val`` (validates), ``names`` (class names
-from a file of each worker's own), and for worker 1 alone
-``fewer`` (one pair fewer), ``faster`` (twice the learning rate) or ``bare`` (no settings);
-``reference`` runs the same steps on the same global batches in one process, with the default
-strategy and with MirroredStrategy on two logical CPUs, and compares the final weights with the
-chief's checkpoint. Each prints one JSON line.
+``resume``, ``slow`` (0.3 s after each step), ``val`` (validates), ``names`` (class names from a
+file of each worker's own), ``unwritable`` (the chief's run_dir under a file), and for worker 1
+alone ``fewer`` (one pair fewer), ``faster`` (twice the learning rate) or ``bare`` (no
+settings); ``reference`` runs the same steps on the same global batches in one process, with the
+default strategy and with MirroredStrategy on two logical CPUs, and compares the final weights
+with the chief's checkpoint. Each prints one JSON line.
 """
 
 from __future__ import annotations
@@ -85,6 +85,9 @@ if MODE == "worker":
         names = DATA / f"names-{index}.txt"
         names.write_text("sky\nroad\ncar\n")
         settings["class_names"] = str(names)
+    if index == 0 and "unwritable" in flags:  # a run_dir under a file: it cannot be made
+        (DATA / "a-file").write_text("")
+        run_dir = DATA / "a-file" / "run"
     if index == 1:  # worker 1 may differ
         if "fewer" in flags:
             files = fcn.data.SegmentationFiles(FILES.images[:-1], FILES.labels[:-1])

@@ -2,19 +2,21 @@
 
 :func:`choose_strategy` picks the strategy for what is visible; :func:`local_cluster` writes
 ``TF_CONFIG`` values for workers on one machine; :func:`is_chief`, :func:`sync_from_chief`,
-:func:`sync_count`, :func:`sync_text`, :func:`count_workers` and :func:`check_same_files` are
-the collectives :mod:`fcn.training.loop` and :mod:`fcn.training.train` build on (the roles and
-their reasons are in :mod:`fcn.training.loop`).
+:func:`sync_count`, :func:`sync_text`, :func:`count_workers`, :func:`stop_together` and
+:func:`check_same_files` are the collectives :mod:`fcn.training.loop` and
+:mod:`fcn.training.train` build on (the roles and their reasons are in
+:mod:`fcn.training.loop`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import random
 import socket
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -189,6 +191,42 @@ def count_workers(strategy: tf.distribute.Strategy, flag: bool) -> int:
     """
     replicas_per_worker = max(1, strategy.num_replicas_in_sync // cluster_size())
     return int(_sum(strategy, int(flag))) // replicas_per_worker
+
+
+@contextlib.contextmanager
+def stop_together(strategy: tf.distribute.Strategy) -> Iterator[None]:
+    """Steps that may fail on one worker (the chief's reading, writing or loading of its
+    files), with no collective inside: under several workers, every worker then learns whether
+    one of them raised there, and all stop. The worker that raised raises its own error again;
+    the others raise ValueError saying how many stopped and quoting the chief's error. On one
+    worker an error goes up unchanged. Without it, the others would wait in their next
+    collective until the coordination service reports the lost task.
+
+    Examples:
+        >>> with stop_together(tf.distribute.get_strategy()):
+        ...     _ = open("/no/such/state.json")
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: [Errno 2] No such file or directory: '/no/such/state.json'
+    """
+    if cluster_size() <= 1:
+        yield
+        return
+    error = None
+    try:
+        yield
+    except Exception as raised:  # noqa: BLE001 (every kind: the other workers must hear of it)
+        error = raised
+    failed = count_workers(strategy, error is not None)
+    chiefs = sync_text(strategy, f"{type(error).__name__}: {error}" if error else "")
+    if error is not None:
+        raise error
+    if failed:
+        raise ValueError(
+            f"{failed} of {cluster_size()} workers stopped"
+            + (f" (the chief: {chiefs})" if chiefs else "")
+            + ": see their errors; nothing was trained"
+        )
 
 
 def fingerprint(names: Iterable[str]) -> int:

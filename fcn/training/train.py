@@ -243,21 +243,17 @@ def train(
     chief, multi_worker = distribute.is_chief(strategy), distribute.cluster_size() > 1
     given = overrides if config is None else {**_settings(requested), **overrides}
     # the chief alone reads the run directory, refuses to overwrite a run and removes what a
-    # killed write left; the other workers take its settings, or its refusal
-    state, config, refusal = None, requested, None
-    try:
+    # killed write left; the other workers take its settings, or stop with it
+    state, config = None, requested
+    with distribute.stop_together(strategy):
         if chief:
             state = resume_state(run_dir, requested.resume)
         if state is not None:  # the run's settings, with what this call gives instead
             config = requested.resumed(state["settings"], given)
-    except Exception as error:  # noqa: BLE001 (every kind: the other workers must hear of it)
-        if not multi_worker:
-            raise
-        refusal = error
     if multi_worker:
         if called_precision == "auto":  # the chief's hardware decides for every worker
             given = {k: v for k, v in given.items() if k != "mixed_precision"}
-        config = _chief_settings(strategy, chief, config, given, refusal)
+        config = _chief_settings(strategy, chief, config, given)
         run_dir = Path(config.run_dir or Path("runs", config.variant))  # the chief's variant
     settings = _recipe(config, strategy.num_replicas_in_sync)
     train_files, val_files = _files(voc_root, sbd_root, train_files, val_files)
@@ -281,10 +277,12 @@ def train(
             stacklevel=2,
         )
 
-    if chief:  # before anything is built or trained that could not be saved
-        check_writable(run_dir)
+    source = None
+    with distribute.stop_together(strategy):
+        if chief:  # before anything is built or trained that could not be saved
+            check_writable(run_dir)
+            source = None if state else _initial_model(config.init_from)
     previous_policy = keras.mixed_precision.global_policy()
-    source = None if state or not chief else _initial_model(config.init_from)
     if config.mixed_precision:
         keras.mixed_precision.set_global_policy(config.mixed_precision)
     try:
@@ -294,8 +292,6 @@ def train(
                 config.variant, config.num_classes, weights, width=config.width,
                 dropout=config.dropout, class_names=config.class_names, init_from=source,
             )  # fmt: skip
-            if source is not None:
-                _check_initialised(model, source, config.init_from)
             # the schedule spans the batches done and those still to do at the current steps
             total = iterations + (epochs - done) * steps
             compile_for_training(
@@ -304,10 +300,13 @@ def train(
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
     classes = model.output_shape[-1]
-    if state and chief:  # values only, weights and optimizer: the others get them by sync
-        model.load_weights(run_dir / state["checkpoint"])
-    elif chief and config.weights is not None:  # a new run: score_fr's rate for its input
-        _set_head_rate(model, settings, input_fn(train_files, settings, config.seed, classes))
+    with distribute.stop_together(strategy):
+        if source is not None:
+            _check_initialised(model, source, config.init_from)
+        if state and chief:  # values only, weights and optimizer: the others get them by sync
+            model.load_weights(run_dir / state["checkpoint"])
+        elif chief and config.weights is not None:  # a new run: score_fr's rate for its input
+            _set_head_rate(model, settings, input_fn(train_files, settings, config.seed, classes))
     if multi_worker:
         distribute.sync_from_chief(strategy, [*model.weights, *model.optimizer.variables])
     del source  # copied: its memory is free before training
@@ -373,32 +372,19 @@ workers' values are not compared with the chief's, since a path may differ betwe
 
 
 def _chief_settings(
-    strategy: tf.distribute.Strategy,
-    chief: bool,
-    config: TrainConfig,
-    given: dict[str, Any],
-    refusal: Exception | None,
+    strategy: tf.distribute.Strategy, chief: bool, config: TrainConfig, given: dict[str, Any]
 ) -> TrainConfig:
     """Every worker's config under several workers: the chief's settings (a resumed run's
     included: the others need not see its run directory; its class names as names, not as the
-    file it read them from), with this worker's ``run_dir``, ``resume`` and ``verbose``. Every
-    worker refuses alike when the chief refused to start (``refusal``: the chief raises it, the
-    others a ValueError quoting it), or when a worker was ``given`` a setting that differs from
-    the chief's (else their gradients would mix other batches, rates or models without a
-    word), naming it."""
+    file it read them from), with this worker's ``run_dir``, ``resume`` and ``verbose``. A
+    setting this worker was ``given`` that differs from the chief's makes every worker refuse,
+    naming it (else their gradients would mix other batches, rates or models without a
+    word)."""
     sent = ""
-    if chief:
-        try:
+    with distribute.stop_together(strategy):  # the chief's class_names file: unreadable?
+        if chief:
             sent = json.dumps(_with_names(config.to_json()))
-        except Exception as error:  # noqa: BLE001 (its class_names file: unreadable)
-            refusal = refusal or error
-        if refusal is not None:
-            sent = json.dumps({"refusal": f"{type(refusal).__name__}: {refusal}"})
     settings = json.loads(distribute.sync_text(strategy, sent))
-    if "refusal" in settings:
-        if refusal is not None:
-            raise refusal
-        raise ValueError(f"the chief refused to start ({settings['refusal']}); nothing was trained")
     problem, mine = "", {}
     if not chief:
         try:
