@@ -173,7 +173,7 @@ def sync_text(strategy: tf.distribute.Strategy, text: str) -> str:
         >>> sync_text(tf.distribute.get_strategy(), '{"epochs": 3, "recipe": "päper"}')
         '{"epochs": 3, "recipe": "päper"}'
     """
-    data = list(text.encode())
+    data = list(text.encode("utf-8", "backslashreplace"))  # a path's undecodable bytes too
     length = sync_count(strategy, len(data))
     if not length:  # the same on every worker: all skip the byte sum
         return ""
@@ -218,7 +218,7 @@ def stop_together(strategy: tf.distribute.Strategy) -> Iterator[None]:
     except Exception as raised:  # noqa: BLE001 (every kind: the other workers must hear of it)
         error = raised
     failed = count_workers(strategy, error is not None)
-    chiefs = sync_text(strategy, f"{type(error).__name__}: {error}" if error else "")
+    chiefs = sync_text(strategy, "" if error is None else f"{type(error).__name__}: {error}")
     if error is not None:
         raise error
     if failed:

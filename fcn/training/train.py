@@ -256,7 +256,8 @@ def train(
         config = _chief_settings(strategy, chief, config, given)
         run_dir = Path(config.run_dir or Path("runs", config.variant))  # the chief's variant
     settings = _recipe(config, strategy.num_replicas_in_sync)
-    train_files, val_files = _files(voc_root, sbd_root, train_files, val_files)
+    with distribute.stop_together(strategy):  # each worker lists its own files
+        train_files, val_files = _files(voc_root, sbd_root, train_files, val_files)
     if multi_worker:  # before anything counted from the list: every worker refuses alike
         distribute.check_same_files(strategy, train_files)
     _check_batches(train_files, settings, strategy.num_replicas_in_sync, distribute.cluster_size())
@@ -311,24 +312,24 @@ def train(
         distribute.sync_from_chief(strategy, [*model.weights, *model.optimizer.variables])
     del source  # copied: its memory is free before training
 
-    if chief:
-        evaluation = []
-        if val_files:
-            budget = {"max_pixels": config.val_max_pixels} if config.val_max_pixels else {}
-            val_data = data.eval_dataset(val_files, num_classes=classes)
-            evaluation = [EvaluationCallback(val_data, every=config.val_every, **budget)]
-        checkpoint = RunCheckpoint(run_dir, settings=config.to_json())
-        guard = checkpoint.guard
-        own_callbacks = [
-            keras.callbacks.TerminateOnNaN(),  # mid-epoch, on the loss
-            guard,  # at the epoch's end, on every weight: before anything uses them
-            *evaluation,
-            checkpoint,
-            keras.callbacks.TensorBoard(str(run_dir / "tensorboard")),
-        ]
-    else:  # another worker: the same stops, no files (see fcn.training.loop)
-        checkpoint, guard = None, FiniteGuard()
-        own_callbacks = [keras.callbacks.TerminateOnNaN(), guard]
+    checkpoint, guard = None, FiniteGuard()  # another worker: the same stops, no files
+    own_callbacks = [keras.callbacks.TerminateOnNaN(), guard]  # (see fcn.training.loop)
+    with distribute.stop_together(strategy):  # the chief's validation files and run directory
+        if chief:
+            evaluation = []
+            if val_files:
+                budget = {"max_pixels": config.val_max_pixels} if config.val_max_pixels else {}
+                val_data = data.eval_dataset(val_files, num_classes=classes)
+                evaluation = [EvaluationCallback(val_data, every=config.val_every, **budget)]
+            checkpoint = RunCheckpoint(run_dir, settings=config.to_json())
+            guard = checkpoint.guard
+            own_callbacks = [
+                keras.callbacks.TerminateOnNaN(),  # mid-epoch, on the loss
+                guard,  # at the epoch's end, on every weight: before anything uses them
+                *evaluation,
+                checkpoint,
+                keras.callbacks.TensorBoard(str(run_dir / "tensorboard")),
+            ]
     history = []
     if done < epochs:
         # a resumed run draws new orders and crops: not those of the epochs it has done
@@ -390,7 +391,7 @@ def _chief_settings(
         try:
             mine = _with_names({k: v for k, v in given.items() if k not in READ_BY_THE_CHIEF_ALONE})
             problem = describe(differences(settings, mine, names=list(settings)), "the chief")
-        except (OSError, ValueError) as error:  # its class_names file: unreadable here
+        except Exception as error:  # noqa: BLE001 (its class_names file, unreadable here)
             problem = f"class_names: {error}"
     others = distribute.count_workers(strategy, bool(problem))
     if others:
