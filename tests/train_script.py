@@ -36,17 +36,17 @@ common = dict(
 if MODE == "kill-in-write":
     from fcn.training import checkpoint
 
-    write_atomically = checkpoint._replace_atomically
+    write_whole = checkpoint.write_whole
 
-    def torn(write, path):
+    def torn(path, write, *args, **kwargs):
         if path.name != "epoch-0002.keras":
-            return write_atomically(write, path)
-        tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-        write(tmp)
+            return write_whole(path, write, *args, **kwargs)
+        tmp = path.with_name(f".{path.stem}.tmp-torn{path.suffix}")  # as write_whole names it
+        write(tmp, *args)
         os.truncate(tmp, tmp.stat().st_size // 2)
         os.kill(os.getpid(), signal.SIGKILL)
 
-    checkpoint._replace_atomically = torn
+    checkpoint.write_whole = torn
     fcn.train(**common, run_dir=run_dir, epochs=3, steps_per_epoch=2, batch_size=2)
 elif MODE == "mirrored":
     losses = {}

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from PIL import Image
 
 from fcn.classes import IGNORE_LABEL, NUM_CLASSES
+from fcn.data.atomic import write_whole
 from fcn.data.decode import write_label
 
 VOC_SHAPES: tuple[tuple[int, int], ...] = ((375, 500), (375, 500), (375, 500), (500, 375))
@@ -68,25 +67,13 @@ def write_synthetic_voc(
         h, w = shapes[i % len(shapes)]
         coarse = rng.integers(0, 256, (h // 25 + 1, w // 25 + 1, 3), dtype=np.uint8)
         image = Image.fromarray(coarse).resize((w, h), Image.BILINEAR)
-        _write_whole(voc / "JPEGImages" / f"{name}.jpg", image.save, "JPEG", quality=90)
+        write_whole(voc / "JPEGImages" / f"{name}.jpg", image.save, "JPEG", quality=90)
         blocks = rng.integers(0, num_classes, (h // 50 + 1, w // 50 + 1)).astype(np.uint8)
         label = np.kron(blocks, np.ones((50, 50), np.uint8))[:h, :w]
         label[::50] = IGNORE_LABEL
-        _write_whole(label_path, write_label, label)  # last: the pair is whole
+        write_whole(label_path, write_label, label)  # last: the pair is whole
     for split, size in (splits or {"train": count}).items():
         text = "\n".join(ids[:size]) + "\n"
-        _write_whole(voc / "ImageSets" / "Segmentation" / f"{split}.txt", Path.write_text, text)
+        write_whole(voc / "ImageSets" / "Segmentation" / f"{split}.txt", Path.write_text, text)
     return voc
 
-
-def _write_whole(path: Path, write: Callable[..., object], *args: Any, **kwargs: Any) -> None:
-    """``write(tmp, *args, **kwargs)``, ``tmp`` a name of this call's own in ``path``'s folder,
-    then rename it to ``path`` (``os.replace`` is atomic): a reader sees the old file or the new
-    one, and writers in other threads or processes each rename a whole file of their own."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # made by write: usual mode
-    try:
-        write(tmp, *args, **kwargs)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

@@ -28,16 +28,8 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from fcn.data.atomic import write_whole
 from fcn.training.config import BEST_FILE, LOG_FILE, STATE_FILE
-
-
-def _replace_atomically(write, path: Path) -> None:
-    """Call ``write(tmp_path)``, flush it to disk, then rename it to ``path``."""
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    write(tmp)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def check_writable(folder: str | os.PathLike) -> None:
@@ -59,17 +51,13 @@ def check_writable(folder: str | os.PathLike) -> None:
         ) from error
     probe = folder / ".write-probe.tmp"
     try:
-        _replace_atomically(_write_text(""), probe)
+        write_whole(probe, Path.write_text, "", durable=True)
         probe.unlink()
     except OSError as error:
         raise PermissionError(
             f"run_dir {folder} is not writable ({error.strerror or error}): make it writable "
             "or pass another run_dir; nothing was trained"
         ) from error
-
-
-def _write_text(text: str):
-    return lambda tmp: Path(tmp).write_text(text)
 
 
 def read_state(run_dir: str | os.PathLike) -> dict | None:
@@ -227,10 +215,10 @@ class RunCheckpoint(keras.callbacks.Callback):
         """Write the checkpoint after ``epochs`` epochs (and best.keras with a new ``best``
         score), then the state naming it, then delete the previous checkpoint."""
         checkpoint = self.run_dir / f"epoch-{epochs:04d}.keras"
-        _replace_atomically(self.model.save, checkpoint)
+        write_whole(checkpoint, self.model.save, durable=True)
         if best is not None:
             copy = lambda tmp: shutil.copyfile(checkpoint, tmp)  # noqa: E731
-            _replace_atomically(copy, self.run_dir / BEST_FILE)
+            write_whole(self.run_dir / BEST_FILE, copy, durable=True)
             self.state.update(best=best, best_epoch=epochs)
         previous = self.state["checkpoint"]
         optimizer = getattr(self.model, "optimizer", None)
@@ -241,7 +229,7 @@ class RunCheckpoint(keras.callbacks.Callback):
         if logs is not None:
             self.state["history"].append(logs)
         state = json.dumps(self.state, indent=1)
-        _replace_atomically(_write_text(state), self.run_dir / STATE_FILE)
+        write_whole(self.run_dir / STATE_FILE, Path.write_text, state, durable=True)
         if previous and previous != checkpoint.name:
             (self.run_dir / previous).unlink(missing_ok=True)
         self._write_csv()
@@ -256,7 +244,7 @@ class RunCheckpoint(keras.callbacks.Callback):
                 writer.writeheader()
                 writer.writerows(history)
 
-        _replace_atomically(write, self.run_dir / LOG_FILE)
+        write_whole(self.run_dir / LOG_FILE, write, durable=True)
 
 
 class FiniteGuard(keras.callbacks.Callback):

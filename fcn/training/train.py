@@ -282,7 +282,8 @@ def train(
     with distribute.stop_together(strategy):
         if chief:  # before anything is built or trained that could not be saved
             check_writable(run_dir)
-            source = None if state else _initial_model(config.init_from)
+            if not state:
+                source = _initial_model(config.init_from)
     previous_policy = keras.mixed_precision.global_policy()
     if config.mixed_precision:
         keras.mixed_precision.set_global_policy(config.mixed_precision)
