@@ -6,7 +6,7 @@ Two parts, each configuration in a fresh process (``--worker``):
    step from the real VOC sample: the energy (mean squared L2 norm per pixel) of the inputs of
    the three score layers, per-layer gradient norms of the first steps at the old default rate,
    and the loss of ``--diagnose-steps`` steps for learning rates and momenta with and without
-   the skip-layer rates of :func:`fcn.training.loss.skip_kernel_lr_mults` (custom loop, no
+   the skip-layer rates of :func:`fcn.training.rates.skip_kernel_lr_mults` (custom loop, no
    checkpoints).
 2. ``train``: ``fcn.train`` itself, each recipe with nothing overridden but the batch (CPU
    time) and the run length: training loss per step, validation mean IoU per epoch (train on
@@ -107,8 +107,9 @@ def diagnose(weights: str, crop: int, steps: int, config: int) -> dict:
 
     import fcn
     from fcn.data import sample_voc_root, train_dataset, voc_pairs
-    from fcn.training.loss import segmentation_loss, skip_kernel_lr_mults
+    from fcn.training.loss import segmentation_loss
     from fcn.training.optimizer import CaffeSGD
+    from fcn.training.rates import skip_kernel_lr_mults
 
     keras.utils.set_random_seed(0)
     model = fcn.build_model("fcn8s", weights=weights)

@@ -21,7 +21,7 @@ hold-out, which is the benchmark's own: the default recipe was chosen with it (s
 * ``torch``: the FCN8s of ``benchmarks/vs_pytorch.py`` (element-wise dropout, as fcn's) with
   ``fcn.train``'s recipe in PyTorch: SGD with momentum, Caffe's coupled weight decay 5e-4 on
   kernels, biases at twice the rate without decay, the skip layers' gradient factors
-  (:func:`fcn.training.loss.skip_kernel_lr_mults`),
+  (:func:`fcn.training.rates.skip_kernel_lr_mults`),
   the same schedule over the same number of steps,
   the loss averaged over labelled pixels; ``channels_last`` and, where the training precision is
   bf16, ``torch.autocast("cpu", torch.bfloat16)`` (decided by fcn's
@@ -172,7 +172,7 @@ def fcn_worker(args) -> dict:
     import fcn
     from fcn.classes import VOC_CLASSES
     from fcn.data import eval_dataset, voc_pairs
-    from fcn.training.loss import HEAD_SCORE
+    from fcn.training.rates import HEAD_SCORE
 
     train_ids, holdout_ids = split(args.voc)
     files, holdout = voc_pairs(args.voc, train_ids), voc_pairs(args.voc, holdout_ids)
@@ -237,7 +237,7 @@ def torch_worker(args) -> dict:
     from fcn.metrics import ConfusionMatrix
     from fcn.preprocessing import MEAN_BGR
     from fcn.training.config import TrainConfig
-    from fcn.training.loss import (
+    from fcn.training.rates import (
         HEAD_ENERGY_IMAGES,
         HEAD_RATE_MARGIN,
         HEAD_SCORE,

@@ -22,7 +22,7 @@ import fcn
 from fcn.classes import IGNORE_LABEL, NUM_CLASSES, VOC_CLASSES
 from fcn.data import SegmentationFiles, read_image, sample_voc_root, voc_ids, voc_pairs
 from fcn.metrics import ConfusionMatrix
-from fcn.training.loss import HEAD_SCORE
+from fcn.training.rates import HEAD_SCORE
 
 WEIGHTS = Path(
     os.environ.get(
