@@ -1,16 +1,17 @@
 """fcn: FCN-8s/16s/32s semantic segmentation for TensorFlow/Keras 3 that stays inside its memory.
 
-The package, by floor (``docs/architecture.md``): facts on the ground floor (:mod:`fcn.layout`,
-:mod:`fcn.classes`, :mod:`fcn.options`, :mod:`fcn.presets`, :mod:`fcn.device`); the model
-(:mod:`fcn.model`, its layers, VGG16 weights, in-place initialisation, lean gradients), data
-(:mod:`fcn.data`), scores and pictures (:mod:`fcn.metrics`, :mod:`fcn.results`,
-:mod:`fcn.plots`) above them; the inference wing (:mod:`fcn.inference`) and the training wing
-(:mod:`fcn.training`) on top; the command line (:mod:`fcn.cli`) at the front door.
+The package, by floor (``docs/architecture.md``): facts on the ground floor ([`fcn.layout`][],
+[`fcn.classes`][], [`fcn.options`][], [`fcn.presets`][], [`fcn.device`][]); the model
+([`fcn.model`][], its layers, VGG16 weights, in-place initialisation, lean gradients), data
+([`fcn.data`][]), scores and pictures ([`fcn.metrics`][], [`fcn.results`][],
+[`fcn.plots`][]) above them; the inference wing ([`fcn.inference`][]) and the training wing
+([`fcn.training`][]) on top; the command line (``fcn.cli``) at the front door.
 
 Every public name below is a name of ``fcn`` itself, loaded when first used (PEP 562): ``import
 fcn`` imports no TensorFlow, so ``fcn --help`` answers at once; ``fcn.train`` imports the
 training wing the first time it is read. Importing changes no global TensorFlow setting either:
-:func:`enable_memory_growth` runs when a model is built, loaded or trained (see its docstring).
+[`enable_memory_growth`][] runs when a model is loaded or trained and in the ``fcn`` command, not
+when one is built (see its docstring).
 
 Examples:
     >>> import fcn
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and the API ref
     from fcn.inference.evaluate import EvaluationCallback, evaluate
     from fcn.inference.export import export_model
     from fcn.inference.model_files import load_model
-    from fcn.inference.predict import predict, predict_files
+    from fcn.inference.predict import predict, predict_files, predict_proba
     from fcn.layout import CROP_OFFSETS, VARIANTS
     from fcn.metrics import ConfusionMatrix, MeanIoU
     from fcn.model import build_model, transfer_weights
@@ -51,6 +52,7 @@ _PUBLIC: dict[str, str] = {
     "export_model": "fcn.inference.export",
     "load_model": "fcn.inference.model_files",
     "predict": "fcn.inference.predict", "predict_files": "fcn.inference.predict",
+    "predict_proba": "fcn.inference.predict",
     "CROP_OFFSETS": "fcn.layout", "VARIANTS": "fcn.layout",
     "ConfusionMatrix": "fcn.metrics", "MeanIoU": "fcn.metrics",
     "build_model": "fcn.model", "transfer_weights": "fcn.model",

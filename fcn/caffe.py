@@ -1,12 +1,12 @@
 """Caffe ``.caffemodel`` files without Caffe: a streaming reader of their protobuf wire format,
-and the conversion of the paper's trained FCNs into fcn models (:func:`convert_caffe`).
+and the conversion of the paper's trained FCNs into fcn models ([`convert_caffe`][]).
 
 A ``.caffemodel`` is one ``NetParameter`` protobuf message. Its layers are field 100
 (``LayerParameter``: name 1, type 2, blobs 7) or, in files written before Caffe's 2015 layer
 format, field 2 (``V1LayerParameter``: name 4, type 5 (an enum), blobs 6). A blob is a
 ``BlobProto``: data 5 (packed float32), shape 7 (``BlobShape``: dim 1, packed int64), or in
-older files num / channels / height / width 1-4. :func:`read_caffemodel` walks the file once
-and notes each blob's shape and where its floats lie, reading none of them; :meth:`CaffeBlob.read`
+older files num / channels / height / width 1-4. [`read_caffemodel`][] walks the file once
+and notes each blob's shape and where its floats lie, reading none of them; [`CaffeBlob.read`][]
 reads one blob when it is wanted. A VGG FCN file is ~540 MB: the conversion holds the model and
 one blob, never two copies of the file.
 
@@ -31,7 +31,7 @@ import keras
 import numpy as np
 
 from fcn.initialize import write_slices
-from fcn.layout import VARIANTS, VGG_BLOCKS, conv_name
+from fcn.layout import VGG_BLOCKS, check_variant, conv_name
 from fcn.model import build_model
 from fcn.preprocessing import PAPER_MEAN_BGR
 
@@ -96,7 +96,7 @@ class CaffeBlob:
         return math.prod(self.shape)
 
     def read(self) -> np.ndarray:
-        """The blob's values, float32 of :attr:`shape` (one read of its bytes)."""
+        """The blob's values, float32 of [`shape`][fcn.caffe.CaffeBlob] (one read of its bytes)."""
         values = np.fromfile(self.path, "<f4", count=self.size, offset=self.offset)
         if values.size != self.size:
             raise CaffeFormatError(f"{self.path}: truncated inside a blob at byte {self.offset}")
@@ -323,7 +323,7 @@ def convert_caffe(caffemodel: str | os.PathLike, variant: str = "fcn8s") -> kera
     ``fcn8s-heavy-pascal.caffemodel``): every convolution, fc6/fc7, the score layers and the
     deconvolutions (see the module docstring for the layouts). Width and class count come from
     the file (conv1_1's outputs / 64, score_fr's outputs); the first layer subtracts the
-    paper's mean (:data:`fcn.preprocessing.PAPER_MEAN_BGR`).
+    paper's mean ([`fcn.preprocessing.PAPER_MEAN_BGR`][]).
 
     Raises:
         CaffeFormatError: the file is not a readable ``.caffemodel``, or not ``variant``'s net:
@@ -338,8 +338,7 @@ def convert_caffe(caffemodel: str | os.PathLike, variant: str = "fcn8s") -> kera
         >>> bool(np.array_equal(model.get_layer("fc6").kernel, source.get_layer("fc6").kernel))
         True
     """
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+    check_variant(variant)
     path = Path(caffemodel)
     found = {layer.name: layer for layer in read_caffemodel(path) if layer.blobs}
     first, score = conv_name(1, 1), "score_fr"
@@ -384,7 +383,7 @@ def convert_caffe(caffemodel: str | os.PathLike, variant: str = "fcn8s") -> kera
 
 def caffe_layers(model: keras.Model) -> list[tuple[str, str, list[np.ndarray]]]:
     """The ``(name, type, blobs)`` layers of a Caffe net with ``model``'s weights, in Caffe's
-    layouts (the inverse of :func:`convert_caffe`'s mapping): for :func:`write_caffemodel`.
+    layouts (the inverse of [`convert_caffe`][]'s mapping): for [`write_caffemodel`][].
 
     Examples:
         >>> model = build_model("fcn32s", weights=None, width=1 / 16)

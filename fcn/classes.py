@@ -20,7 +20,7 @@ IGNORE_LABEL: int = 255
 
 
 def default_class_names(num_classes: int) -> tuple[str, ...]:
-    """:data:`VOC_CLASSES` for 21 classes, else ``class_0``, ``class_1``, ...
+    """[`VOC_CLASSES`][fcn.classes] for 21 classes, else ``class_0``, ``class_1``, ...
 
     Examples:
         >>> default_class_names(3)

@@ -4,13 +4,13 @@ convert, export, info.
 User errors (missing files, bad data, no model, out of memory, ...) print one line
 ``fcn: error: ...`` and exit with status 2, without a traceback.
 
-Quick and quiet: the parser is built from plain facts (:mod:`fcn.layout`, :mod:`fcn.options`,
-:mod:`fcn.presets`, :class:`fcn.TrainConfig`), so ``--help`` of every command and ``--version``
+Quick and quiet: the parser is built from plain facts ([`fcn.layout`][], [`fcn.options`][],
+[`fcn.presets`][], [`fcn.TrainConfig`][]), so ``--help`` of every command and ``--version``
 answer without importing TensorFlow; a command imports what it runs when it runs. TensorFlow's
 start-up lines (CUDA drivers, CPU instructions, oneDNN) are hidden unless ``--verbose`` or
 ``FCN_VERBOSE=1`` asks for them (``TF_CPP_MIN_LOG_LEVEL``, when set, is left as it is); instead
 a command that computes says once, in one line, where it computes
-(:func:`fcn.device.compute_summary`: the GPUs, or the CPU, its kernels and precision, and a
+([`fcn.device.compute_summary`][]: the GPUs, or the CPU, its kernels and precision, and a
 warning when a GPU was expected but TensorFlow sees none).
 """
 
@@ -154,7 +154,7 @@ def _cmd_info(args) -> int:
 
 
 def _train_options() -> list[dataclasses.Field]:
-    """The fields of :class:`fcn.TrainConfig` that ``fcn train`` has an option for."""
+    """The fields of [`fcn.TrainConfig`][] that ``fcn train`` has an option for."""
     return [f for f in dataclasses.fields(TrainConfig) if f.metadata.get("cli", True)]
 
 
@@ -162,7 +162,7 @@ def _option(field: dataclasses.Field) -> dict[str, Any]:
     """``add_argument`` keywords for ``field``: its help (and default) and choices, a flag for a
     bool (``--x`` / ``--no-x`` where None means unset), else its type, with ``none`` for None
     where the default is not None (``--weights none``, ``--seed none``). An option not given is
-    left out of the parsed arguments (``argparse.SUPPRESS``): :func:`fcn.train` takes
+    left out of the parsed arguments (``argparse.SUPPRESS``): [`fcn.train`][] takes
     TrainConfig's default for it, or a resumed run's own setting."""
     hint = get_type_hints(TrainConfig)[field.name]
     members = set(get_args(hint) or (hint,))
@@ -365,7 +365,7 @@ def _start_tensorflow_quietly() -> None:
     descriptor 2, where its C++ code writes) pointed at /dev/null, then keep its later info and
     warning lines off (``TF_CPP_MIN_LOG_LEVEL=2`` unless set): the CUDA-driver, CPU-instruction
     and oneDNN lines of a start are not for the user (``TF_CPP_MIN_LOG_LEVEL`` alone no longer
-    hides them since absl logging); :func:`fcn.device.compute_summary` says what matters."""
+    hides them since absl logging); [`fcn.device.compute_summary`][] says what matters."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.stderr.flush()
     saved = os.dup(2)
@@ -403,8 +403,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.computes:
             if not verbose:
                 _start_tensorflow_quietly()
-            from fcn.device import compute_summary
+            from fcn.device import compute_summary, enable_memory_growth
 
+            enable_memory_growth()  # before a command builds or loads a model on a GPU
             print(f"fcn: {compute_summary()}", file=sys.stderr, flush=True)
         return args.func(args)
     except USER_ERRORS as err:

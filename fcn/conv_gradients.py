@@ -7,17 +7,17 @@ on one 500x500 training image of the full FCN-8s (``benchmarks/README.md``, issu
 * fc6 (a 7x7 convolution of 512 into 4096 channels, 392 MiB of kernel on a 22x22 map): its
   kernel gradient needs another ~400 MiB of temporaries under both CPU kernel sets, and under
   oneDNN its input gradient a reordered copy of the kernel (+392 MiB). Here both gradients are
-  single matrix products over the layer's patch matrix (:func:`patch_gradients`), which for fc6
+  single matrix products over the layer's patch matrix ([`patch_gradients`][]), which for fc6
   is 25 MiB: no temporary the size of the kernel.
 * conv1_2 (3x3, 64 channels, 700x700 with the 100-pixel pad): Eigen (TensorFlow's CPU kernels
   where oneDNN is off) builds the whole im2col matrix of the layer for each of its two backward
   kernels, 1.1 GiB for a 120 MiB activation. Under Eigen the gradients here are computed in bands
-  of output rows (:func:`banded_gradients`), each band's matrix within :data:`BAND_BYTES`.
+  of output rows ([`banded_gradients`][]), each band's matrix within [`BAND_BYTES`][].
   oneDNN's kernels stay within twice the activation, so they run as they are.
 
 The forward pass is TensorFlow's own convolution, except for kernels of at least
-:data:`ROW_PRODUCT_KERNEL` rows without padding (fc6): those run as one matrix product per kernel
-row (:func:`row_products`). TensorFlow's convolution of fc6 on a 500x500 image took 0.69 s under
+[`ROW_PRODUCT_KERNEL`][] rows without padding (fc6): those run as one matrix product per kernel
+row ([`row_products`][]). TensorFlow's convolution of fc6 on a 500x500 image took 0.69 s under
 oneDNN (fp32) and 0.35 s under Eigen on a 2-core AMD EPYC (avx512_bf16), where the row products
 take 0.28 s and 0.31 s (``benchmarks/forward_profile.py --parts fc6``, ``benchmarks/README.md``,
 issue 23): oneDNN's convolution reads the 392 MiB kernel into its own blocked layout on every
@@ -34,11 +34,11 @@ import tensorflow as tf
 from fcn.device import cpu_kernels
 
 BAND_BYTES = 32 * 2**20
-"""Bytes of im2col matrix per band of :func:`banded_gradients` (the input rows a band of output
+"""Bytes of im2col matrix per band of [`banded_gradients`][] (the input rows a band of output
 rows reads, times the kernel's height, width and input channels)."""
 
 ROW_PRODUCT_KERNEL = 7
-"""Kernels with at least this many rows, unpadded, run forward as :func:`row_products` (measured
+"""Kernels with at least this many rows, unpadded, run forward as [`row_products`][] (measured
 on fc6's 7x7 only; 3x3 convolutions run at the kernels' peak as they are)."""
 
 
@@ -65,8 +65,8 @@ def native_convolutions() -> Iterator[None]:
 
 
 def conv2d(x: tf.Tensor, kernel: tf.Tensor, padding) -> tf.Tensor:
-    """The forward of a stride-1 convolution: :func:`row_products` for a kernel of at least
-    :data:`ROW_PRODUCT_KERNEL` rows and ``"VALID"`` padding, else ``tf.nn.conv2d`` (``padding``
+    """The forward of a stride-1 convolution: [`row_products`][] for a kernel of at least
+    [`ROW_PRODUCT_KERNEL`][] rows and ``"VALID"`` padding, else ``tf.nn.conv2d`` (``padding``
     as it takes it: ``"SAME"``, ``"VALID"`` or explicit pairs).
 
     Examples:

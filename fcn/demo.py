@@ -1,6 +1,6 @@
 """``fcn demo``: the whole product on the 20 real VOC images that ship with the package.
 
-Real segmentation whenever it can be had: where the paper's FCN-8s (:data:`DEFAULT_MODEL`) is
+Real segmentation whenever it can be had: where the paper's FCN-8s ([`DEFAULT_MODEL`][]) is
 cached or can be downloaded, the demo scores it on the 8 val images (all of them in the paper's
 held-out seg11valid: it never trained on them) with the streaming evaluator at full resolution,
 predicts them and says so. Offline, or with ``smoke=True``, it runs the smoke training instead
@@ -44,7 +44,7 @@ says that everything runs end to end; it is not a measure of FCN accuracy. The r
 
 def smoke_settings(weights: str | os.PathLike | None) -> tuple[str, dict]:
     """What the demo and the notebooks train in a few CPU minutes: a sentence saying which
-    model, and the :func:`fcn.train` arguments. Without ``weights``: a width-1/8 FCN-8s from
+    model, and the [`fcn.train`][] arguments. Without ``weights``: a width-1/8 FCN-8s from
     a random initialisation at a from-scratch learning rate; with a Keras VGG16 weights file:
     the full FCN-8s from it at the default recipe's rate, batch 2.
 
@@ -69,7 +69,7 @@ def run_demo(
 ) -> dict:
     """Run the demo into ``out_dir`` (replaced if it exists); returns the evaluation summary.
 
-    The paper's FCN-8s where :func:`fcn.inference.model_files.known_model_path` has it (placed,
+    The paper's FCN-8s where [`fcn.inference.model_files.known_model_path`][] has it (placed,
     cached, or downloaded now and converted once: about 540 MB) and neither ``smoke`` nor
     ``weights`` asks for training; if it cannot be had, the smoke training, saying why. The
     smoke training without ``weights``: a width-1/8 FCN-8s from a random initialisation (no

@@ -90,7 +90,7 @@ class CaffeCrop(keras.layers.Layer):
 @keras.saving.register_keras_serializable(package="fcn")
 class ScoreCrop(CaffeCrop):
     """The last crop, onto the input's pixel grid, of an FCN's class scores: a
-    :class:`CaffeCrop` that also names its C channels (``class_names``), so that a saved model
+    [`CaffeCrop`][] that also names its C channels (``class_names``), so that a saved model
     knows its classes.
 
     Examples:
@@ -135,7 +135,7 @@ class Scale(keras.layers.Layer):
 class LeanConv2D(keras.layers.Conv2D):
     """Keras' ``Conv2D`` (same weights, config and results) with a lean backward pass.
 
-    * The convolution's gradients are those of :func:`fcn.conv_gradients.lean_conv2d`: no
+    * The convolution's gradients are those of [`fcn.conv_gradients.lean_conv2d`][]: no
       temporaries the size of fc6's kernel, and under Eigen's CPU kernels no whole-layer im2col
       matrix. Convolutions other than stride 1, undilated, ungrouped with an odd square kernel
       run as Keras runs them.
@@ -181,7 +181,7 @@ def label_dtype(num_classes: int) -> tf.DType:
 
 
 def class_labels(logits: tf.Tensor) -> tf.Tensor:
-    """Class indices (...) of scores (..., C), in :func:`label_dtype` (C).
+    """Class indices (...) of scores (..., C), in [`label_dtype`][] (C).
 
     Examples:
         >>> class_labels(tf.constant([[0.1, 2.0, -1.0], [3.0, 0.0, 0.0]])).numpy()
@@ -193,8 +193,8 @@ def class_labels(logits: tf.Tensor) -> tf.Tensor:
 
 @keras.saving.register_keras_serializable(package="fcn")
 class ClassLabels(keras.layers.Layer):
-    """Scores (N, H, W, C) -> class labels (N, H, W) by :func:`class_labels`: the last layer of
-    an exported labelling model (:mod:`fcn.inference.export`). A plain ``tf.argmax``, which
+    """Scores (N, H, W, C) -> class labels (N, H, W) by [`class_labels`][]: the last layer of
+    an exported labelling model ([`fcn.inference.export`][]). A plain ``tf.argmax``, which
     LiteRT runs with its builtin ops (``keras.ops.argmax`` adds a bitwise op it lacks).
 
     Examples:

@@ -1,9 +1,9 @@
 """The FCN's layout as facts (ground floor): VGG16's blocks and the paper's layer names, the
 four variants, the 100-pixel input pad and the crop offsets of the reference prototxts.
 
-Plain values, no TensorFlow: :class:`fcn.TrainConfig` and the ``fcn`` command line offer the
-variants without importing it; :mod:`fcn.model` builds the layers these names describe and
-:mod:`fcn.vgg16` copies VGG16's weights into them.
+Plain values, no TensorFlow: [`fcn.TrainConfig`][] and the ``fcn`` command line offer the
+variants without importing it; [`fcn.model`][] builds the layers these names describe and
+[`fcn.vgg16`][] copies VGG16's weights into them.
 
 Examples:
     >>> VARIANTS[-2], CROP_OFFSETS["fcn8s"]["score"], conv_name(4, 2)
@@ -56,6 +56,23 @@ def body_layer_names() -> tuple[str, ...]:
 VARIANTS: tuple[str, ...] = ("fcn32s", "fcn16s", "fcn8s", "fcn8s_atonce")
 """The paper's networks: predictions refined down to 32, 16 or 8 pixels (staged), and FCN-8s
 trained all at once."""
+
+
+def check_variant(variant: str) -> None:
+    """Refuse a ``variant`` that is not one of [`VARIANTS`][].
+
+    Raises:
+        ValueError: naming ``variant`` and the choices.
+
+    Examples:
+        >>> check_variant("fcn8s")
+        >>> check_variant("fcn4s")
+        Traceback (most recent call last):
+        ValueError: unknown variant 'fcn4s'; choose one of fcn32s, fcn16s, fcn8s, fcn8s_atonce
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+
 
 INPUT_PAD = 100
 """Zero padding (in mean-subtracted space, i.e. the mean colour) in front of conv1_1."""

@@ -1,5 +1,5 @@
 """The four FCN scores, exactly as the reference ``score.py``, from one exact confusion matrix
-type (:class:`ConfusionMatrix`), and the Keras metric built on it (:class:`MeanIoU`)."""
+type ([`ConfusionMatrix`][]), and the Keras metric built on it ([`MeanIoU`][])."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from fcn.classes import IGNORE_LABEL, NUM_CLASSES
 
 
 class Scores(NamedTuple):
-    """The scores of one confusion matrix: floats (:meth:`ConfusionMatrix.scores`) or float64
-    tensors (:meth:`ConfusionMatrix.score_tensors`).
+    """The scores of one confusion matrix: floats ([`ConfusionMatrix.scores`][]) or float64
+    tensors ([`ConfusionMatrix.score_tensors`][]).
 
     Attributes:
         pixel_accuracy: correct / labelled pixels (``score.py``'s ``acc``).
@@ -43,8 +43,8 @@ class ConfusionMatrix:
 
     ``counts[i, j]`` counts pixels of ground-truth class ``i`` predicted as ``j``. Labels
     outside ``0 .. C - 1`` (255, void, among them) are not counted, as in ``score.py``'s
-    ``fast_hist``. The counting (:meth:`count`) and the scores (:meth:`score_tensors`) are
-    TensorFlow ops, so :class:`MeanIoU` runs them inside a training graph; an instance holds
+    ``fast_hist``. The counting ([`count`][]) and the scores ([`score_tensors`][]) are
+    TensorFlow ops, so [`MeanIoU`][] runs them inside a training graph; an instance holds
     NumPy counts for evaluation, results and plots.
 
     Examples:
@@ -74,7 +74,7 @@ class ConfusionMatrix:
 
     def update(self, labels, predictions) -> ConfusionMatrix:
         """Add the pixels of ``labels`` and ``predictions`` (integer class indices of the same
-        shape); returns self. Labels lie in ``0..C-1`` or are :data:`~fcn.classes.IGNORE_LABEL`
+        shape); returns self. Labels lie in ``0..C-1`` or are [`IGNORE_LABEL`][]
         (void, not counted); predictions lie in ``0..C-1``.
 
         Raises:
@@ -109,7 +109,7 @@ class ConfusionMatrix:
         return ConfusionMatrix(self.counts + other.counts)
 
     def scores(self) -> Scores:
-        """:meth:`score_tensors` as Python floats and NumPy arrays."""
+        """[`score_tensors`][] as Python floats and NumPy arrays."""
         found = self.score_tensors(self.counts)
         return Scores(*(float(v) for v in found[:4]), *(v.numpy() for v in found[4:]))
 
@@ -133,7 +133,7 @@ class ConfusionMatrix:
 
     @staticmethod
     def count_logits(labels, logits, num_classes: int) -> tf.Tensor:
-        """:meth:`count` of ``labels`` and the argmax of ``logits`` (..., C), on the device, so
+        """[`count`][] of ``labels`` and the argmax of ``logits`` (..., C), on the device, so
         that only the prediction leaves the logits."""
         predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
         return ConfusionMatrix.count(labels, predicted, num_classes)

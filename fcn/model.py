@@ -3,7 +3,7 @@
 Geometry (all Caffe): conv1_1 sees the input padded by 100 pixels, max pools are 2x2 stride 2
 rounding up, fc6 is a 7x7 valid conv. The coarse scores are upsampled by fixed bilinear
 transposed convolutions and cropped back onto the input grid at the offsets in
-:data:`CROP_OFFSETS`, which keep every output pixel's receptive field centred on that pixel for
+[`CROP_OFFSETS`][], which keep every output pixel's receptive field centred on that pixel for
 any input size.
 """
 
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import keras
 
 from fcn.classes import NUM_CLASSES, default_class_names, read_class_names
-from fcn.device import enable_memory_growth
 from fcn.initialize import Unwritten, restore_initializers, write_glorot
 from fcn.layers import BilinearUpsampling, CaffeCrop, LeanConv2D, Scale, ScoreCrop
 from fcn.layout import (
@@ -27,6 +26,7 @@ from fcn.layout import (
     VARIANTS,
     VGG_BLOCKS,
     body_layer_names,
+    check_variant,
     conv_name,
     pool_name,
 )
@@ -38,10 +38,10 @@ ATONCE_SCALES = {"pool4": 0.01, "pool3": 0.0001}
 
 
 PREPROCESS_LAYER = "preprocess"
-"""The first layer: :class:`~fcn.preprocessing.CaffePreprocess` (RGB 0..255 to Caffe's input)."""
+"""The first layer: [`CaffePreprocess`][] (RGB 0..255 to Caffe's input)."""
 
 PAD_LAYER = "pad"
-"""The :data:`INPUT_PAD` zero padding in front of conv1_1."""
+"""The [`INPUT_PAD`][] zero padding in front of conv1_1."""
 
 HEAD_LAYERS: tuple[str, ...] = (FC_LAYERS[0], "drop6", FC_LAYERS[1], "drop7", "score_fr")
 """The layers after pool5, in order: the convolutionalised fully connected layers and the
@@ -58,7 +58,7 @@ UPSAMPLERS: dict[str, str] = {
 """The last (transposed-convolution) upsampler of each variant, before the final crop."""
 
 SCORE_LAYER = "score"
-"""The last layer: the class scores on the input's grid (a :class:`~fcn.layers.ScoreCrop`
+"""The last layer: the class scores on the input's grid (a [`ScoreCrop`][]
 holding the class names)."""
 
 
@@ -74,18 +74,18 @@ def skip_layer_names(pool: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class Topology:
-    """Which layers of a :func:`build_model` FCN form what, by name: the contract that
-    :mod:`fcn.inference.streamed` (and anything else that walks the graph) reads instead of
+    """Which layers of a [`build_model`][] FCN form what, by name: the contract that
+    [`fcn.inference.streamed`][] (and anything else that walks the graph) reads instead of
     guessing from names.
 
     Attributes:
-        variant: one of :data:`VARIANTS`.
+        variant: one of [`VARIANTS`][].
         chain: the layers from the padded input to the coarse scores, in order (conv1_1 ..
-            pool5, then :data:`HEAD_LAYERS`); each consumes the one before.
+            pool5, then [`HEAD_LAYERS`][]); each consumes the one before.
         branches: chain layer -> the per-pixel layers (the at-once scaling, the skip score)
             that run on its output, in order.
-        upsampler: the last transposed convolution, whose output :attr:`crop` cuts onto the
-            input grid at ``CROP_OFFSETS[variant]["score"]``.
+        upsampler: the last transposed convolution, whose output [`crop`][fcn.model.Topology] cuts
+            onto the input grid at ``CROP_OFFSETS[variant]["score"]``.
         preprocess, pad, crop: the first layer, the padding in front of conv1_1, the last
             layer.
 
@@ -110,15 +110,14 @@ class Topology:
 
 
 def topology(variant: str) -> Topology:
-    """The :class:`Topology` of ``variant`` as :func:`build_model` builds it.
+    """The [`Topology`][] of ``variant`` as [`build_model`][] builds it.
 
     Examples:
         >>> t = topology("fcn8s_atonce")
         >>> len(t.chain), t.branches["pool4"], t.upsampler
         (23, ('scale_pool4', 'score_pool4'), 'upscore8')
     """
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+    check_variant(variant)
     branches = {}
     for block in sorted(SKIP_POOLS[variant]):
         scale, score = skip_layer_names(pool_name(block))
@@ -127,8 +126,8 @@ def topology(variant: str) -> Topology:
 
 
 def topology_of(model: keras.Model) -> Topology | None:
-    """The :class:`Topology` whose layers ``model`` has (the richest, if several match), or
-    None for a model that is not an FCN of :func:`build_model` by its layer names. Whether
+    """The [`Topology`][] whose layers ``model`` has (the richest, if several match), or
+    None for a model that is not an FCN of [`build_model`][] by its layer names. Whether
     its graph really has that shape is for the reader to check (the names are the contract).
 
     Examples:
@@ -139,7 +138,7 @@ def topology_of(model: keras.Model) -> Topology | None:
 
 
 def topology_named(names: set[str]) -> Topology | None:
-    """:func:`topology_of` for a model with layers of these ``names`` (built or not: a config).
+    """[`topology_of`][] for a model with layers of these ``names`` (built or not: a config).
 
     Examples:
         >>> topology_named({"conv1_1", "score"}) is None
@@ -157,9 +156,9 @@ def _upscore(name: str, classes: int, kernel: int, stride: int, learnable: bool)
 
 
 def _glorot_conv(name: str, filters: int, size: int, **kwargs) -> LeanConv2D:
-    """A ReLU conv of the VGG body or fc6/fc7 whose kernel :func:`build_model` writes in place
-    (:mod:`fcn.initialize`): Keras' glorot-uniform default, without its full-size temporaries;
-    its gradients are lean too (:class:`~fcn.layers.LeanConv2D`)."""
+    """A ReLU conv of the VGG body or fc6/fc7 whose kernel [`build_model`][] writes in place
+    ([`fcn.initialize`][]): Keras' glorot-uniform default, without its full-size temporaries;
+    its gradients are lean too ([`LeanConv2D`][])."""
     return LeanConv2D(
         filters, size, activation="relu", kernel_initializer=Unwritten(), name=name, **kwargs
     )
@@ -171,7 +170,7 @@ def _score(name: str, classes: int):
 
 def class_names(model: keras.Model) -> tuple[str, ...]:
     """The names of ``model``'s classes: those it was built with, else
-    :func:`fcn.classes.default_class_names` of its class count.
+    [`fcn.classes.default_class_names`][] of its class count.
 
     Examples:
         >>> model = build_model("fcn8s", weights=None, width=1 / 16, class_names=["sky", "road"])
@@ -200,7 +199,7 @@ def build_model(
     """Build an FCN.
 
     Args:
-        variant: one of :data:`VARIANTS`.
+        variant: one of [`VARIANTS`][].
         num_classes: number of output classes (background included); default: as many as
             ``class_names``, else 21 (VOC).
         weights: ``"imagenet"`` (Keras' VGG16 file, downloaded once into Keras' cache), a path to
@@ -212,15 +211,15 @@ def build_model(
         init_from: a trained coarser FCN whose layers of the same name initialise this one
             (the paper's staged training: 16s from 32s, 8s from 16s).
         class_names: the classes' names (a list, or a text file of one per line), stored in
-            the model (:func:`class_names` reads them back, also from a saved ``.keras``).
+            the model ([`class_names`][] reads them back, also from a saved ``.keras``).
         mean: the BGR mean pixel (0..255) the first layer subtracts: that of the weights
             (Keras' VGG16 by default; the paper's for models converted from Caffe).
 
     Returns:
         A model from RGB images (N, H, W, 3), uint8 or float in 0..255, of any H and W, to
         float32 logits (N, H, W, num_classes) on the same pixel grid. Its layers are those of
-        :func:`topology` (``variant``). GPU memory growth is turned on first
-        (:func:`fcn.device.enable_memory_growth`).
+        [`topology`][] (``variant``). Building changes no device setting: on a
+        GPU, call [`fcn.enable_memory_growth`][fcn.device.enable_memory_growth] first.
 
     Examples:
         >>> import numpy as np
@@ -228,9 +227,7 @@ def build_model(
         >>> model(np.zeros((1, 37, 53, 3), np.uint8)).shape
         TensorShape([1, 37, 53, 21])
     """
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
-    enable_memory_growth()
+    check_variant(variant)
     names = read_class_names(class_names) if class_names is not None else None
     if num_classes is None:
         num_classes = len(names) if names else NUM_CLASSES

@@ -2,7 +2,7 @@
 
 No TensorFlow: the ``fcn`` command line offers them (``--precision``, ``--format``,
 ``--output``) and answers ``--help`` without importing it; the modules that act on a choice
-import it from here (:mod:`fcn.device` resolves a precision, :mod:`fcn.inference.export`
+import it from here ([`fcn.device`][] resolves a precision, [`fcn.inference.export`][]
 writes a format).
 
 Examples:
@@ -17,13 +17,13 @@ from typing import Literal, get_args
 Precision = Literal["auto", "float32", "bfloat16"]
 
 PRECISIONS: tuple[str, ...] = get_args(Precision)
-"""What ``precision=`` of :func:`fcn.predict`, :func:`fcn.evaluate` and export take ("auto":
-bfloat16 where the hardware runs it natively, :func:`fcn.device.resolve_precision`)."""
+"""What ``precision=`` of [`fcn.predict`][], [`fcn.evaluate`][] and export take ("auto":
+bfloat16 where the hardware runs it natively, [`fcn.device.resolve_precision`][])."""
 
 ExportFormat = Literal["saved_model", "litert", "onnx"]
 
 EXPORT_FORMATS: tuple[str, ...] = get_args(ExportFormat)
-"""The formats :func:`fcn.export_model` writes: a SavedModel folder, a LiteRT ``.tflite`` file,
+"""The formats [`fcn.export_model`][] writes: a SavedModel folder, a LiteRT ``.tflite`` file,
 an ``.onnx`` file."""
 
 Output = Literal["labels", "logits"]

@@ -154,8 +154,8 @@ def plot_segmentation(
 def plot_training_curves(
     log: Mapping[str, np.ndarray], path: PathLike | None = None
 ) -> Figure:
-    """Loss and validation scores per epoch of a :func:`fcn.train` run: ``log`` is its
-    ``log.csv`` as columns (:func:`fcn.training.checkpoint.read_log`).
+    """Loss and validation scores per epoch of a [`fcn.train`][] run: ``log`` is its
+    ``log.csv`` as columns ([`fcn.training.checkpoint.read_log`][]).
 
     Left: every logged loss; right: every ``val_*`` score (fractions, e.g. ``val_mean_iou``).
     The x axis counts completed epochs (``log.csv``'s 0-based ``epoch`` + 1). Epochs without
@@ -197,7 +197,7 @@ def plot_confusion(
     (each row is the class's recall per predicted class), titled with its mean IoU.
 
     Args:
-        confusion: a :class:`~fcn.metrics.ConfusionMatrix` or its (C, C) pixel counts, rows
+        confusion: a [`ConfusionMatrix`][] or its (C, C) pixel counts, rows
             ground truth, columns prediction.
         class_names: C names.
         path: also save the figure there as a PNG.

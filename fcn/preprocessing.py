@@ -1,7 +1,7 @@
 """The one place where images are prepared for the VGG16 weights.
 
 Keras' (and Caffe's) VGG16 ImageNet weights expect BGR channels in the 0..255 range with the
-ImageNet mean subtracted. FCN models apply :class:`CaffePreprocess` as their first layer, so
+ImageNet mean subtracted. FCN models apply [`CaffePreprocess`][] as their first layer, so
 train, evaluate and predict all feed plain RGB (uint8 or float, 0..255) and can never disagree.
 """
 
@@ -15,8 +15,8 @@ MEAN_BGR: tuple[float, float, float] = (103.939, 116.779, 123.68)
 
 PAPER_MEAN_BGR: tuple[float, float, float] = (104.00698793, 116.66876762, 122.67891434)
 """The mean pixel the FCN paper's Caffe models subtract (``voc_layers.py`` of the FCN
-repository), BGR, 0..255: within one grey level of :data:`MEAN_BGR`, and the mean of the
-models converted from Caffe (:func:`fcn.convert_caffe`)."""
+repository), BGR, 0..255: within one grey level of [`MEAN_BGR`][], and the mean of the
+models converted from Caffe ([`fcn.convert_caffe`][])."""
 
 MEAN_RGB: tuple[int, int, int] = tuple(int(round(v)) for v in MEAN_BGR[::-1])
 """The same mean as a uint8 RGB colour: padding an image with it is zero after preprocessing."""
@@ -25,7 +25,7 @@ MEAN_RGB: tuple[int, int, int] = tuple(int(round(v)) for v in MEAN_BGR[::-1])
 @keras.saving.register_keras_serializable(package="fcn")
 class CaffePreprocess(keras.layers.Layer):
     """RGB 0..255 (any dtype) -> float BGR minus ``mean`` (BGR, default the ImageNet mean of
-    Keras' VGG16, :data:`MEAN_BGR`). Shape (N, H, W, 3) kept.
+    Keras' VGG16, [`MEAN_BGR`][]). Shape (N, H, W, 3) kept.
 
     Examples:
         >>> rgb = np.array([[[[124, 117, 104]]]], np.uint8)  # (1, 1, 1, 3)

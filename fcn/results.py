@@ -19,7 +19,7 @@ class EvaluationResult:
     """Scores of a model on a data set, all derived from one exact confusion matrix.
 
     Attributes:
-        matrix: the :class:`~fcn.metrics.ConfusionMatrix` (rows ground truth, columns
+        matrix: the [`ConfusionMatrix`][] (rows ground truth, columns
             prediction, in pixels).
         class_names: C names, in class-index order.
         num_images: images evaluated.
@@ -105,7 +105,7 @@ class EvaluationResult:
         }
 
     def save_json(self, path: str | os.PathLike) -> None:
-        """Write :meth:`to_dict` to ``path``."""
+        """Write [`to_dict`][] to ``path``."""
         with open(path, "w") as f:
             json.dump(self.to_dict(), f, indent=1)
 
@@ -127,6 +127,6 @@ class EvaluationResult:
         """Plot the row-normalised confusion matrix (recall per true class); save it if ``path``.
 
         Returns the matplotlib ``Figure`` (Agg canvas: no display needed); see
-        :func:`fcn.plots.plot_confusion`.
+        [`fcn.plots.plot_confusion`][].
         """
         return plot_confusion(self.matrix, self.class_names, path)

@@ -24,7 +24,7 @@ WEIGHTS_MD5 = "64373286793e3c8b2b4e3219cbf3544b"
 class WeightsUnavailableError(RuntimeError):
     """The VGG16 ImageNet file is not in Keras' cache and could not be downloaded.
 
-    Raised by :func:`imagenet_weights_path` (and so by ``fcn.build_model(weights="imagenet")``)
+    Raised by [`imagenet_weights_path`][] (and so by ``fcn.build_model(weights="imagenet")``)
     with a message that names the file, the cache and the way out.
 
     Examples:
@@ -37,7 +37,7 @@ def imagenet_weights_path() -> str:
     """Path of Keras' VGG16 ImageNet file (with top), downloaded once into Keras' cache.
 
     The cache is ``$KERAS_HOME/models`` (default ``~/.keras/models``), read at call time; a
-    cached file whose md5 differs from :data:`WEIGHTS_MD5` is fetched again, never used.
+    cached file whose md5 differs from [`WEIGHTS_MD5`][] is fetched again, never used.
 
     Raises:
         WeightsUnavailableError: the file is not cached and cannot be fetched or stored.
@@ -85,7 +85,7 @@ def vgg16_to_fcn_names() -> dict[str, str]:
 
 def load_vgg16_weights(model: keras.Model, path: str) -> set[str]:
     """Copy the VGG16 weights in ``path`` into the FCN ``model`` (in place), slice by slice
-    from the file (:func:`fcn.initialize.write_slices`: the file is never read whole).
+    from the file ([`fcn.initialize.write_slices`][]: the file is never read whole).
 
     Returns:
         The names of the FCN layers written (conv1_1..conv5_3, and fc6/fc7 for a full file).

@@ -1,8 +1,8 @@
 """Pascal VOC, SBD and custom segmentation data, streamed from disk, memory bounded by the batch.
 
-List pairs of files (:func:`voc_pairs`, :func:`sbd_pairs`, :func:`train_aug_pairs`,
-:func:`seg11valid_pairs`, :class:`SegmentationFiles`), then read them with
-:func:`train_dataset` (shuffled, augmented, batched crops) or :func:`eval_dataset` (full-size
+List pairs of files ([`voc_pairs`][], [`sbd_pairs`][], [`train_aug_pairs`][],
+[`seg11valid_pairs`][], [`SegmentationFiles`][]), then read them with
+[`train_dataset`][] (shuffled, augmented, batched crops) or [`eval_dataset`][] (full-size
 pairs, one at a time). Labels are uint8 class indices, 255 (IGNORE_LABEL) for void.
 """
 

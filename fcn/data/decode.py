@@ -18,7 +18,7 @@ LABEL_MODES: tuple[str, ...] = ("P", "L", "I;16", "I", "1")
 
 
 ImageLike = str | os.PathLike | Image.Image | np.ndarray
-"""What :func:`read_image` takes: a path, a PIL image or an array."""
+"""What [`read_image`][] takes: a path, a PIL image or an array."""
 
 
 def read_image(image: ImageLike) -> np.ndarray:
@@ -76,7 +76,7 @@ them at 255)."""
 
 
 def _to_rgb8(array: np.ndarray, name: str) -> np.ndarray:
-    """``array`` (see :func:`read_image` for the shapes and dtypes) as (H, W, 3) uint8."""
+    """``array`` (see [`read_image`][] for the shapes and dtypes) as (H, W, 3) uint8."""
     if array.ndim == 2:
         array = array[..., None]
     if array.ndim != 3 or array.shape[-1] not in (1, 3, 4):
@@ -132,7 +132,7 @@ def _in_range(array: np.ndarray, low: int, high: int, name: str, what: str) -> n
 
 def check_label(label, num_classes: int, name: str, shape: tuple[int, int] | None = None):
     """``label`` as a (H, W) uint8 class index map, checked: integer (or bool) values in
-    ``0..num_classes-1`` or :data:`~fcn.classes.IGNORE_LABEL` (void), of ``shape`` (the image's
+    ``0..num_classes-1`` or [`IGNORE_LABEL`][] (void), of ``shape`` (the image's
     height and width) where given; (H, W, 1) is taken as (H, W).
 
     Raises:
@@ -180,9 +180,9 @@ def read_label(path: str | os.PathLike, num_classes: int = NUM_CLASSES) -> np.nd
     A ``.mat`` file is read as SBD's ``GTcls.Segmentation``; anything else must be an image
     whose pixel values are the indices: palette ('P'), grayscale ('L'), 16-bit grayscale
     ('I;16', 'I': values must still lie in 0..255) or bilevel ('1': classes 0 and 1), turned
-    by its EXIF orientation like :func:`read_image` (a label drawn on the upright photo stays
+    by its EXIF orientation like [`read_image`][] (a label drawn on the upright photo stays
     aligned). Palette colours are never looked at; a colour (RGB) label is refused. Raises
-    :class:`DataError` naming the file if it cannot be read or holds a value outside
+    [`DataError`][] naming the file if it cannot be read or holds a value outside
     ``0..num_classes-1`` and 255.
 
     Examples:

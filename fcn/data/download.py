@@ -52,7 +52,7 @@ def download_voc(
 ) -> Path:
     """Download (resuming), verify and extract VOC 2012 under ``dest``; returns the VOC2012 root.
 
-    Pass the result to :func:`fcn.data.voc_pairs`. See :func:`download_archive`.
+    Pass the result to [`fcn.data.voc_pairs`][]. See [`download_archive`][].
 
     Examples:
         >>> import tempfile
@@ -69,7 +69,7 @@ def download_sbd(
 ) -> Path:
     """Download (resuming), verify and extract SBD under ``dest``; returns benchmark_RELEASE.
 
-    Pass the result to :func:`fcn.data.sbd_pairs`. See :func:`download_archive`.
+    Pass the result to [`fcn.data.sbd_pairs`][]. See [`download_archive`][].
 
     Examples:
         >>> import tempfile
@@ -87,7 +87,7 @@ def download_archive(archive: Archive, dest: str | os.PathLike, *, progress: boo
     Idempotent: a verified archive is not fetched again and an extracted one (marked by
     ``<archive>.extracted``) is not extracted again. An interrupted download is kept as
     ``<archive>.part`` and resumed with an HTTP Range request (from scratch if the server
-    ignores ranges). A download whose MD5 differs is deleted and raises :class:`DataError`.
+    ignores ranges). A download whose MD5 differs is deleted and raises [`DataError`][].
     Network failures raise ``urllib.error.URLError`` (an ``OSError``).
 
     Examples:

@@ -1,4 +1,4 @@
-"""How bad input is reported: a :class:`DataError`, or a :class:`SkipLog` when asked to skip."""
+"""How bad input is reported: a [`DataError`][], or a [`SkipLog`][] when asked to skip."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ logger = logging.getLogger("fcn.data")
 class DataError(ValueError):
     """A dataset file or listing is missing, unreadable or inconsistent; the message names it.
 
-    Raised as is by the listing functions and by :func:`fcn.data.read_pair`. Inside a
+    Raised as is by the listing functions and by [`fcn.data.read_pair`][]. Inside a
     ``tf.data`` pipeline TensorFlow re-raises it as ``tf.errors.InvalidArgumentError`` whose
     message starts with this error's text (file name included).
 
@@ -32,7 +32,7 @@ class DataError(ValueError):
 
 @contextmanager
 def data_errors_named() -> Iterator[None]:
-    """Re-raise the :class:`DataError` behind a ``tf.errors.InvalidArgumentError`` of a
+    """Re-raise the [`DataError`][] behind a ``tf.errors.InvalidArgumentError`` of a
     ``tf.data`` pipeline as that DataError: one line naming the file, not TensorFlow's
     traceback of the decoder thread. Other errors pass unchanged.
 
@@ -87,8 +87,8 @@ _SHOWN = 10
 """Problems named in one error message before "and N more"."""
 
 OnError = Literal["raise", "skip"] | SkipLog
-"""``"raise"`` (default): stop with a :class:`DataError`. ``"skip"``: drop the bad pair and log a
-warning. A :class:`SkipLog`: skip, log, and record each skipped pair in it."""
+"""``"raise"`` (default): stop with a [`DataError`][]. ``"skip"``: drop the bad pair and log a
+warning. A [`SkipLog`][]: skip, log, and record each skipped pair in it."""
 
 
 def skip_log(on_error: OnError) -> SkipLog | None:
@@ -108,12 +108,12 @@ def skip_log(on_error: OnError) -> SkipLog | None:
 
 
 def report(problems: list[tuple[str, str]], summary: str, on_error: OnError) -> None:
-    """Raise one :class:`DataError` naming the first ``(file, reason)`` problems, or skip them all.
+    """Raise one [`DataError`][] naming the first ``(file, reason)`` problems, or skip them all.
 
     Args:
         problems: ``(file, reason)`` for every bad file, in order.
         summary: what went wrong as a whole, first in the error message.
-        on_error: see :data:`OnError`.
+        on_error: see [`OnError`][].
 
     Examples:
         >>> report([("a.png", "no label"), ("b.png", "no label")], "2 unmatched", "raise")

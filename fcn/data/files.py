@@ -18,7 +18,7 @@ LABEL_SUFFIXES: tuple[str, ...] = (".png", ".mat")
 class SegmentationFiles:
     """Paired paths: ``labels[i]`` annotates ``images[i]``. Nothing is opened or decoded here.
 
-    Build it with :meth:`from_lists`, :meth:`from_folders` or the VOC/SBD listings; a million
+    Build it with [`from_lists`][], [`from_folders`][] or the VOC/SBD listings; a million
     pairs cost two tuples of strings.
 
     Examples:
@@ -50,7 +50,7 @@ class SegmentationFiles:
         """Pairs ``images[i]`` with ``labels[i]`` after checking that every file exists.
 
         Existence is checked with one directory listing per distinct folder, not one ``stat``
-        per file. A pair with a missing file raises a :class:`DataError` naming the missing
+        per file. A pair with a missing file raises a [`DataError`][] naming the missing
         files, or is dropped (and logged) when ``on_error`` skips.
         """
         files = cls(tuple(map(os.fspath, images)), tuple(map(os.fspath, labels)))
@@ -78,7 +78,7 @@ class SegmentationFiles:
         """Pairs ``image_dir/<stem>.<image suffix>`` with ``label_dir/<stem>.<label suffix>``.
 
         Pairs are sorted by stem. An image without a label, or a label without an image, raises
-        a :class:`DataError` naming the stems (or is skipped and logged); so do two files of one
+        a [`DataError`][] naming the stems (or is skipped and logged); so do two files of one
         stem in a folder.
         """
         images = _by_stem(Path(image_dir), IMAGE_SUFFIXES)

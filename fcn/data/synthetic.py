@@ -44,7 +44,7 @@ def write_synthetic_voc(
         num_classes: labels are drawn from ``0..num_classes-1`` (and void).
 
     Returns:
-        The VOC2012 root, ready for :func:`fcn.data.voc_pairs`.
+        The VOC2012 root, ready for [`fcn.data.voc_pairs`][].
 
     Examples:
         >>> import tempfile

@@ -102,8 +102,8 @@ def voc_pairs(
     Args:
         root: ``VOC2012``, ``VOCdevkit`` or the folder holding ``VOCdevkit``.
         split: ``"train"``, ``"val"``, ``"trainval"`` or an explicit list of ids.
-        on_error: pairs with a missing file raise a :class:`DataError` naming them, or are
-            skipped (see :data:`fcn.data.OnError`).
+        on_error: pairs with a missing file raise a [`DataError`][] naming them, or are
+            skipped (see [`fcn.data.OnError`][]).
 
     Examples:
         >>> from fcn.data import sample_voc_root
@@ -124,7 +124,7 @@ def sbd_pairs(
     Args:
         root: ``benchmark_RELEASE``, its ``dataset`` folder or the folder holding it.
         split: ``"train"`` (8,498 ids), ``"val"`` (2,857) or an explicit list of ids.
-        on_error: as in :func:`voc_pairs`.
+        on_error: as in [`voc_pairs`][].
 
     Examples:
         >>> import tempfile
@@ -178,7 +178,7 @@ def train_aug_pairs(
 
 
 def seg11valid_pairs(voc: str | os.PathLike, *, on_error: OnError = "raise") -> SegmentationFiles:
-    """The 736 ``seg11valid`` pairs (:func:`seg11valid_ids`) read from a VOC 2012 folder.
+    """The 736 ``seg11valid`` pairs ([`seg11valid_ids`][]) read from a VOC 2012 folder.
 
     Examples:
         >>> from fcn.data import sample_voc_root

@@ -1,12 +1,12 @@
 """Every memory budget of inference, and the decisions they make: whole, streamed, tiled, batched.
 
-One forward pass (:mod:`fcn.inference.streamed`) runs a batch of equal-size images either
+One forward pass ([`fcn.inference.streamed`][]) runs a batch of equal-size images either
 **whole** (the Keras model on the batch: fast to trace, ~0.55 KiB per padded input pixel for
 the full FCN-8s) or **streamed** (in bands of rows: a few bands of every layer). Above
-:attr:`Budget.max_pixels` an image runs in overlapping **tiles** (:mod:`fcn.inference.tiling`),
-and images of the same size are **batched** up to :attr:`Budget.batch_pixels`
-(:func:`fcn.evaluate`). The constants below are the only place these sizes are written; the
-functions are the only place they are compared.
+[`Budget.max_pixels`][fcn.inference.budget.Budget] an image runs in overlapping **tiles**
+([`fcn.inference.tiling`][]), and images of the same size are **batched** up to
+[`Budget.batch_pixels`][fcn.inference.budget.Budget] ([`fcn.evaluate`][]). The constants below are
+the only place these sizes are written; the functions are the only place they are compared.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ only mean more, shorter kernel calls (never fewer than 2 input rows)."""
 
 MIN_ROWS = 8
 """Most output rows a streamed conv waits for before it runs (fewer where that many rows would
-exceed :data:`BAND_BYTES`; a layer's last rows never wait): the deep, low-resolution layers
+exceed [`BAND_BYTES`][]; a layer's last rows never wait): the deep, low-resolution layers
 then run on several rows at a time instead of one."""
 
 WHOLE_PIXELS = 160_000
@@ -70,10 +70,10 @@ class Budget:
 
     @classmethod
     def default(cls, streams: bool, max_pixels: int | None = None) -> Budget:
-        """The budget for a model that ``streams`` (see :func:`fcn.inference.streamed.streams`):
+        """The budget for a model that ``streams`` (see [`fcn.inference.streamed.streams`][]):
         an explicit ``max_pixels`` bounds batches and single images alike; by default images
-        run whole up to :data:`STREAMED_MAX_PIXELS` (:data:`WHOLE_MAX_PIXELS` for a model that
-        cannot stream) and batches up to :data:`BATCH_PIXELS`."""
+        run whole up to [`STREAMED_MAX_PIXELS`][] ([`WHOLE_MAX_PIXELS`][] for a model that
+        cannot stream) and batches up to [`BATCH_PIXELS`][]."""
         if max_pixels is not None:
             if max_pixels < 1:
                 raise ValueError(f"max_pixels must be a positive pixel count, got {max_pixels}")
@@ -98,7 +98,7 @@ def fits_one_pass(height: int, width: int, max_pixels: int) -> bool:
 
 def runs_whole(batch: int, height: int, width: int, pad: int) -> bool:
     """Whether a streamable pass of ``batch`` images of (height, width) pixels, padded by
-    ``pad`` per side, is small enough (:data:`WHOLE_PIXELS`) to run whole.
+    ``pad`` per side, is small enough ([`WHOLE_PIXELS`][]) to run whole.
 
     Examples:
         >>> runs_whole(1, 100, 100, pad=100), runs_whole(1, 375, 500, pad=100)

@@ -1,13 +1,13 @@
 """Memory-bounded evaluation at full resolution: one streaming confusion matrix, no predictions.
 
 Images are scored against their original label maps, within a
-:class:`~fcn.inference.budget.Budget`: images of identical size are batched together up to its
+[`Budget`][fcn.inference.budget.Budget]: images of identical size are batched together up to its
 ``batch_pixels`` (an FCN's logits at a pixel depend on pixels ~220 away, so padding images to a
 common canvas would change them; equal sizes keep batching exact), every other image runs
 alone, and an image above its ``max_pixels`` runs in overlapping tiles
-(:mod:`fcn.inference.tiling`). The forward pass streams through the image in bands of rows and
-leaves only class indices (:mod:`fcn.inference.streamed`); they become int64 confusion counts
-(:class:`~fcn.metrics.ConfusionMatrix`), ``CONFUSION_PIXELS`` at a time; only the (C, C) matrix
+([`fcn.inference.tiling`][]). The forward pass streams through the image in bands of rows and
+leaves only class indices ([`fcn.inference.streamed`][]); they become int64 confusion counts
+([`ConfusionMatrix`][]), ``CONFUSION_PIXELS`` at a time; only the (C, C) matrix
 is kept. Peak memory is one chunk plus a small buffer of not yet batched uint8 images, whatever
 the number of images.
 """
@@ -89,28 +89,28 @@ def evaluate(
     """Score ``model`` on ``data`` at full resolution, as the reference FCN ``score.py`` does.
 
     Args:
-        model: image (N, H, W, 3) RGB 0..255 -> logits (N, H, W, C), e.g. :func:`fcn.build_model`.
+        model: image (N, H, W, 3) RGB 0..255 -> logits (N, H, W, C), e.g. [`fcn.build_model`][].
         data: a VOC root (read lazily with ``fcn.data.voc_pairs(data, split)`` and
             ``fcn.data.eval_dataset``), or an unbatched ``tf.data.Dataset`` or any iterable of
-            ``(image, label)`` pairs: an image as :func:`fcn.data.read_image` takes it (uint8,
+            ``(image, label)`` pairs: an image as [`fcn.data.read_image`][] takes it (uint8,
             float 0..1 or 0..255, 16-bit, grey, ...), its label (H, W) integer class indices
             in ``0..C-1`` or 255 (void, not scored), of the image's height and width (anything
             else is refused, naming the pair). Sizes may differ from pair to pair.
         split: VOC image set when ``data`` is a root (``"val"``, ``"train"``, ...).
         max_pixels: most input pixels per forward pass (batch x H x W); bounds peak memory.
             Larger images run in tiles of at most this size. Default:
-            :meth:`fcn.inference.budget.Budget.default` (images whole up to 25M pixels for an
+            [`fcn.inference.budget.Budget.default`][] (images whole up to 25M pixels for an
             FCN that streams, batches up to 2M).
         margin: context (pixels, multiple of 32) around each tile; see
-            :mod:`fcn.inference.tiling`.
+            [`fcn.inference.tiling`][].
         class_names: C names for the report; default: the model's
-            (:func:`fcn.model.class_names`).
+            ([`fcn.model.class_names`][]).
         precision: ``"auto"`` (bfloat16 where the hardware has it natively, else float32),
             ``"float32"``, ``"bfloat16"``, or None: the model as it is
-            (:mod:`fcn.inference.precision`).
+            ([`fcn.inference.precision`][]).
 
     Returns:
-        An :class:`~fcn.results.EvaluationResult`: pixel accuracy, mean accuracy, mean IoU,
+        An [`EvaluationResult`][]: pixel accuracy, mean accuracy, mean IoU,
         frequency-weighted IoU, per-class IoU, the int64 confusion matrix, images and pixels.
 
     Examples:
@@ -167,11 +167,11 @@ class EvaluationCallback(keras.callbacks.Callback):
     (fractions) to the epoch logs, so that a later callback, e.g.
     ``ModelCheckpoint(monitor="val_mean_iou", mode="max")``, sees them: list this one first.
     ``data`` must be re-iterable (a VOC root, a ``tf.data.Dataset``, a list). The last result is
-    kept in :attr:`result`. With ``every > 1`` the other epochs have no ``val_*`` scores, and
-    ``ModelCheckpoint(save_best_only=True)`` skips them with a warning. An epoch after which
-    training stops (``model.stop_training``, e.g. non-finite weights) is not evaluated.
-    It evaluates the model in the precision it trains in (``precision=None`` unless
-    ``evaluate_kwargs`` say otherwise), so that no copy of it is made.
+    kept in [`result`][fcn.inference.evaluate.EvaluationCallback]. With ``every > 1`` the other
+    epochs have no ``val_*`` scores, and ``ModelCheckpoint(save_best_only=True)`` skips them with a
+    warning. An epoch after which training stops (``model.stop_training``, e.g. non-finite weights)
+    is not evaluated. It evaluates the model in the precision it trains in (``precision=None``
+    unless ``evaluate_kwargs`` say otherwise), so that no copy of it is made.
 
     Examples:
         >>> import fcn

@@ -1,11 +1,11 @@
 """Export an FCN for serving without ``fcn``: a TensorFlow SavedModel, a LiteRT (TFLite) file or
 an ONNX file, each taking uint8 RGB images and returning class labels (or logits).
 
-The exported graph is :func:`serving_model`: the FCN with a uint8 input named ``image`` and one
-named output, ``labels`` (N, H, W) in :func:`fcn.layers.label_dtype` or ``logits``
+The exported graph is [`serving_model`][]: the FCN with a uint8 input named ``image`` and one
+named output, ``labels`` (N, H, W) in [`fcn.layers.label_dtype`][] or ``logits``
 (N, H, W, C) float32, written by ``tf.saved_model.save`` (each weight once), Keras'
 ``Model.export`` (LiteRT) or tf2onnx (with the weights as inputs while it converts): see each
-:class:`Format`'s writer for why. What each format takes:
+[`Format`][]'s writer for why. What each format takes:
 
 =============  =================================  ==========================================
 format         input ``image``                    runs on
@@ -21,12 +21,12 @@ runs it on whatever it gets), so call it at its size.
 
 The exported graph runs each image whole, as Keras does: its memory grows with the image (the
 full FCN-8s as a SavedModel: 780 MiB above the loaded model for one 1000x1000 image on a CPU,
-``benchmarks/README.md``), whereas :func:`fcn.predict` streams any size in bounded memory
-(:mod:`fcn.inference.streamed`). Dropout is off (inference). An export is written beside its
+``benchmarks/README.md``), whereas [`fcn.predict`][] streams any size in bounded memory
+([`fcn.inference.streamed`][]). Dropout is off (inference). An export is written beside its
 destination and moved into place when complete, so an interrupted export leaves no partial
 artifact and an earlier one at that path stays until the new one is whole. An export whose
 converter would need more memory than is available is refused before it starts
-(:class:`Format`).
+([`Format`][]).
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ FORMATS: dict[ExportFormat, Format] = {
     "litert": Format(".tflite", 10.0, _write_litert),
     "onnx": Format(".onnx", 6.0, _write_onnx),
 }
-"""How each of :data:`fcn.options.EXPORT_FORMATS` is written."""
+"""How each of [`fcn.options.EXPORT_FORMATS`][] is written."""
 
 
 def _input_spec(format: str, size: tuple[int, int] | None) -> tf.TensorSpec:
@@ -212,16 +212,16 @@ def export_model(
 
     Args:
         model: a Keras FCN, a ``.keras`` path, a known name (``"fcn8s-voc"``) or None for the
-            default model (:func:`fcn.load_model`).
+            default model ([`fcn.load_model`][]).
         path: the folder (saved_model) or file to write; an existing one is replaced once the
             new one is complete. A LiteRT file's name must end in ``.tflite``.
-        format: one of :data:`fcn.options.EXPORT_FORMATS` (see the module's table).
+        format: one of [`fcn.options.EXPORT_FORMATS`][] (see the module's table).
         size: (height, width) in pixels that the exported model takes; required for
             ``litert``, optional elsewhere (default: any size).
         output: ``"labels"``: (N, H, W) class indices, uint8 up to 256 classes, else int32;
             ``"logits"``: (N, H, W, C) float32.
         precision: ``"float32"`` (default: the file may run on any machine), ``"bfloat16"``
-            (the trunk's weights stored and run in bf16, :mod:`fcn.inference.precision`: half
+            (the trunk's weights stored and run in bf16, [`fcn.inference.precision`][]: half
             the size; SavedModel only, LiteRT and ONNX Runtime have no bf16 convolutions on a
             CPU) or ``"auto"`` (bfloat16 where this machine runs it natively).
 

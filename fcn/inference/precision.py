@@ -1,20 +1,20 @@
 """Inference in bfloat16 where the hardware has it: the model in the precision that runs.
 
-``precision="auto"`` of :func:`fcn.predict`, :func:`fcn.evaluate`, :func:`predict_tiled
-<fcn.inference.tiling.predict_tiled>` and the command line means bfloat16 where
-:func:`fcn.device.bf16_runs_natively` (AMX or AVX512-BF16 under oneDNN, a bf16 GPU), else
-float32. A bfloat16 FCN holds the VGG trunk (:attr:`Topology.chain <fcn.model.Topology>` up
-to ``score_fr``: every convolution but the score layers) in bfloat16 variables that compute in
-bfloat16 with float32 accumulation inside each kernel; every score layer, the fusion and the
-upsampling keep float32 weights and sums, so the scores are compared in float32. The trunk
-holds nearly all of the FLOPs and weights.
+``precision="auto"`` of [`fcn.predict`][], [`fcn.evaluate`][],
+[`predict_tiled`][fcn.inference.tiling.predict_tiled] and the command line means bfloat16 where
+[`fcn.device.bf16_runs_natively`][] (AMX or AVX512-BF16 under oneDNN, a bf16 GPU), else float32. A
+bfloat16 FCN holds the VGG trunk ([`Topology.chain`][fcn.model.Topology] up to ``score_fr``: every
+convolution but the score layers) in bfloat16 variables that compute in bfloat16 with float32
+accumulation inside each kernel; every score layer, the fusion and the upsampling keep float32
+weights and sums, so the scores are compared in float32. The trunk holds nearly all of the FLOPs and
+weights.
 
-:func:`in_precision` gives the model to run: the model itself where it already computes in that
+[`in_precision`][] gives the model to run: the model itself where it already computes in that
 precision, else a copy of it in that precision. A copy is made once per model (cached on it,
 outside Keras' attribute tracking) and takes the model's current weights at every call, so a
-model that trains between evaluations is evaluated with its new weights. :func:`fcn.load_model`
+model that trains between evaluations is evaluated with its new weights. [`fcn.load_model`][]
 with ``precision=`` builds the model in that precision and reads each weight from the file into
-it (:func:`set_precision`): no float32 copy ever exists.
+it ([`set_precision`][]): no float32 copy ever exists.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from fcn.options import Precision
 def trunk_layers(model: keras.Model | set[str]) -> set[str]:
     """Names of the layers that run in bfloat16 in a bfloat16 ``model`` (or a model with layers
     of these names): its topology's chain without the last (score) layer; every layer of a
-    model that is not an FCN of :func:`fcn.build_model` by its names.
+    model that is not an FCN of [`fcn.build_model`][] by its names.
 
     Examples:
         >>> import fcn
@@ -45,7 +45,7 @@ def trunk_layers(model: keras.Model | set[str]) -> set[str]:
 
 def set_precision(config: dict, dtype: str) -> None:
     """Make a functional model's config (``model.get_config()``) one of a model in ``dtype``
-    (``"float32"`` or ``"bfloat16"``), in place: the :func:`trunk_layers` in ``dtype``, every
+    (``"float32"`` or ``"bfloat16"``), in place: the [`trunk_layers`][] in ``dtype``, every
     other layer in float32.
 
     Examples:
@@ -63,7 +63,7 @@ def set_precision(config: dict, dtype: str) -> None:
 
 
 def model_precision(model: keras.Model) -> str:
-    """The precision ``model`` runs in: ``"bfloat16"`` where its trunk (:func:`trunk_layers`)
+    """The precision ``model`` runs in: ``"bfloat16"`` where its trunk ([`trunk_layers`][])
     computes in bfloat16 (also under a ``mixed_bfloat16`` policy), ``"float32"`` where every
     layer computes in float32, else ``"mixed"`` (a ``mixed_float16`` model, say).
 
@@ -97,7 +97,7 @@ def in_precision(model: keras.Model, precision: Precision | None = "auto") -> ke
     precision holding the model's current weights. None: the model as it is.
 
     Raises:
-        ValueError: for a precision not in :data:`fcn.options.PRECISIONS`, naming it.
+        ValueError: for a precision not in [`fcn.options.PRECISIONS`][], naming it.
 
     Examples:
         >>> import fcn

@@ -4,7 +4,7 @@ An FCN's activations are largest where its resolution is: conv1_1 and conv1_2 ou
 channels per pixel of the input padded by 100 px per side, so conv1_2 alone needs 512 bytes per
 pixel, and fc6/fc7 (4096 channels at 1/32) another 32. Yet everything the coarse-to-fine fusion
 reads is small: score_fr, score_pool4 and score_pool3 hold C channels at 1/32, 1/16 and 1/8
-resolution, about 1.7 bytes per pixel for C = 21. :func:`compiled_forward` therefore runs
+resolution, about 1.7 bytes per pixel for C = 21. [`compiled_forward`][] therefore runs
 
 1. the network from the input to ``score_fr`` as a stream: a band of input rows is
    preprocessed, padded and sent through every layer in turn; each layer computes the output
@@ -22,12 +22,12 @@ inference, so the result equals ``model(images, training=False)`` up to float su
 a 4000x3000 image streams through the full FCN-8s at ~0.4 GiB above the model's resting
 footprint (``benchmarks/README.md``).
 
-Which layer is what comes from :class:`fcn.model.Topology`, which :mod:`fcn.model` publishes
-beside :func:`fcn.build_model`; the graph is checked against it. A model without an FCN's
+Which layer is what comes from [`fcn.model.Topology`][], which [`fcn.model`][] publishes
+beside [`fcn.build_model`][]; the graph is checked against it. A model without an FCN's
 layers, or whose graph differs from its topology (a layer inserted, a branch added), runs
 whole, with a warning that says why and what it costs (its default pixel budget is
 ``WHOLE_MAX_PIXELS``, not ``STREAMED_MAX_PIXELS``). All sizes are in
-:mod:`fcn.inference.budget`.
+[`fcn.inference.budget`][].
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def _step(layer, rows, done, total, least):
     Args:
         rows: the rows carried over from the last band and the new ones: every input row from
             the first that the next output row reads (for a "same" conv the first band starts
-            with its zero row(s), see :meth:`_StreamedFCN.stream`).
+            with its zero row(s), see ``_StreamedFCN.stream``).
         done: output rows made so far.
         total: the height of the layer's whole input (without padding rows).
         least: output rows a conv waits for before it runs (unless they are its last).
@@ -155,7 +155,7 @@ def _has_rows(x):
 
 
 def _advance(layer, carry, new, done, total, least):
-    """:func:`_step` on ``carry`` + ``new``, where no kernel ever sees an empty band: with no
+    """``_step`` on ``carry`` + ``new``, where no kernel ever sees an empty band: with no
     ``new`` rows a layer can make no output rows (its last rows never wait), so it is skipped."""
 
     def step():
@@ -183,9 +183,9 @@ def _rows_first(x):
 
 
 class NotStreamableError(ValueError):
-    """A model with an FCN's layer names whose graph differs from its :class:`Topology`.
+    """A model with an FCN's layer names whose graph differs from its [`Topology`][].
 
-    :func:`streams` catches it and warns that the model runs whole, with its message.
+    [`streams`][] catches it and warns that the model runs whole, with its message.
 
     Examples:
         >>> issubclass(NotStreamableError, ValueError)
@@ -386,7 +386,7 @@ def _streamed(model: keras.Model) -> _StreamedFCN | None:
 
 def streams(model: keras.Model) -> bool:
     """Whether ``model``'s forward passes stream in bands of rows (an FCN of
-    :func:`fcn.build_model`, checked against its :class:`~fcn.model.Topology`); else they run
+    [`fcn.build_model`][], checked against its [`Topology`][]); else they run
     whole, and a warning said why once.
 
     Examples:
@@ -401,11 +401,11 @@ def compiled_forward(
     model: keras.Model, output: Output = "logits"
 ) -> Callable[[np.ndarray], tf.Tensor]:
     """Inference with ``model`` as ``tf.function``s (streamed, or whole where
-    :func:`~fcn.inference.budget.runs_whole`), each traced once per input dtype for every batch
-    and image size.
+    [`runs_whole`][fcn.inference.budget.runs_whole]), each traced once per input dtype for every
+    batch and image size.
 
     Args:
-        model: an FCN from :func:`fcn.build_model` (or any image -> logits model, run whole).
+        model: an FCN from [`fcn.build_model`][] (or any image -> logits model, run whole).
         output: ``"logits"``: float32 (N, H, W, C); ``"labels"``: their argmax (N, H, W),
             uint8 (int32 above 256 classes), taken band by band so that the logits never exist
             whole.

@@ -1,13 +1,13 @@
 """Whole-image FCN inference in overlapping tiles, for images larger than a pixel budget.
 
-Each tile runs through :func:`fcn.inference.streamed.compiled_forward`, which already streams in
+Each tile runs through [`fcn.inference.streamed.compiled_forward`][], which already streams in
 bands of rows, so tiles are for images beyond what one streamed pass should hold
-(:class:`fcn.inference.budget.Budget`) or for an explicit, smaller ``max_pixels``.
+([`fcn.inference.budget.Budget`][]) or for an explicit, smaller ``max_pixels``.
 
-Geometry of the FCN graph (:mod:`fcn.model`): output stride 32 (pools round up), conv1_1 sees the
+Geometry of the FCN graph ([`fcn.model`][]): output stride 32 (pools round up), conv1_1 sees the
 input padded by 100 pixels of mean colour, and an output pixel depends on input pixels up to
 about 220 pixels away. A tile whose origin is a multiple of 32 therefore sees the same pooling
-grid as the whole image, and the pixels at least :data:`DEFAULT_MARGIN` pixels inside its borders
+grid as the whole image, and the pixels at least [`DEFAULT_MARGIN`][] pixels inside its borders
 (or on a border it shares with the image) get the logits of whole-image inference, up to float
 rounding (``tests/test_tiling.py::test_tiled_logits_equal_whole_image``). Each tile keeps only
 that central part; the kept parts partition the image.
@@ -30,7 +30,7 @@ STRIDE = 32
 """Output stride of every FCN variant: tile origins are multiples of it."""
 
 DEFAULT_MARGIN = 256
-"""Context (pixels, a multiple of :data:`STRIDE`) read around each tile's kept part.
+"""Context (pixels, a multiple of [`STRIDE`][]) read around each tile's kept part.
 
 Measured on the full FCN-8s with random weights (tiled minus whole-image logits, as a fraction
 of the largest logit): 2e-2 at 64 px, 2e-3 at 160, 2e-4 at 192, 1e-7 (float rounding) at 224
@@ -111,14 +111,14 @@ def predict_tiled(
     """Run ``model`` on one image tile by tile and yield ``(region, output)`` per tile.
 
     Args:
-        model: an FCN from :func:`fcn.build_model` (RGB (N, H, W, 3) -> logits (N, H, W, C)).
+        model: an FCN from [`fcn.build_model`][] (RGB (N, H, W, 3) -> logits (N, H, W, C)).
         image: one RGB image, (H, W, 3), uint8 or float in 0..255.
         max_pixels: most input pixels (rows x columns) per forward pass.
         margin: context around each kept part, pixels, a multiple of 32.
         output: ``"logits"`` or ``"labels"``, as in
-            :func:`fcn.inference.streamed.compiled_forward`.
+            [`fcn.inference.streamed.compiled_forward`][].
         precision: ``"auto"``, ``"float32"`` or ``"bfloat16"``, or None for the model as it is
-            (:func:`fcn.inference.precision.in_precision`).
+            ([`fcn.inference.precision.in_precision`][]).
 
     Yields:
         ``region``, a (rows, cols) pair of slices of the image, and the output for that region:

@@ -1,9 +1,9 @@
 """The batch that fits: a training step's memory estimate, and probing by running steps.
 
-:func:`find_batch_size` runs real training steps of growing batches (and on a CPU
-extrapolates the measured growth per crop: :func:`extrapolate_batch_size`), so a user never
-finds the batch by trial and error; :func:`training_memory_estimate` is the estimate that
-:func:`fcn.train` quotes when a step does not fit.
+[`find_batch_size`][] runs real training steps of growing batches (and on a CPU
+extrapolates the measured growth per crop: [`extrapolate_batch_size`][]), so a user never
+finds the batch by trial and error; [`training_memory_estimate`][] is the estimate that
+[`fcn.train`][] quotes when a step does not fit.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def _reset_peak_memory() -> None:
 
 
 def _peak_memory_bytes() -> int:
-    """Peak device memory since :func:`_reset_peak_memory`: the first GPU's allocator peak,
+    """Peak device memory since ``_reset_peak_memory``: the first GPU's allocator peak,
     else this process's peak RSS (VmHWM)."""
     if tf.config.list_logical_devices("GPU"):
         return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
@@ -75,7 +75,7 @@ def _peak_memory_bytes() -> int:
 
 @dataclass(frozen=True)
 class BatchSizeReport:
-    """Outcome of :func:`find_batch_size`.
+    """Outcome of [`find_batch_size`][].
 
     Attributes:
         batch_size: the largest batch that fitted (0 if not even one crop did).
@@ -96,7 +96,7 @@ class BatchSizeReport:
 
 
 WIDE_PROBE = 4
-"""The batch :func:`find_batch_size` also runs on a CPU, where it is safe, to measure the growth
+"""The batch [`find_batch_size`][] also runs on a CPU, where it is safe, to measure the growth
 per crop over three crops instead of one."""
 
 
@@ -109,14 +109,14 @@ def find_batch_size(
 ) -> BatchSizeReport:
     """Find the largest training batch of ``crop_size`` crops that fits, by running real steps.
 
-    Each probe is a real step: forward, backward and the update of :class:`CaffeSGD`
+    Each probe is a real step: forward, backward and the update of [`CaffeSGD`][]
     with momentum (in place, each variable as soon as its gradient is done).
 
     * On a GPU, batches 1, 2, 4, ... run until one fails, then the gap is bisected. A probe fails
       on ``ResourceExhaustedError`` or when the allocator's peak exceeds ``memory_limit`` (default:
       none, the device itself decides).
     * On a CPU, where peak RSS only grows and a failure is the kernel's OOM killer, batches 1 and
-      2 run, then batch :data:`WIDE_PROBE` where :func:`training_memory_estimate` says it fits,
+      2 run, then batch [`WIDE_PROBE`][] where [`training_memory_estimate`][] says it fits,
       and the largest batch whose peak RSS, extrapolated linearly from batch 1 through the
       largest batch run, stays under ``memory_limit`` (default: 80% of the available RAM) is
       returned. The wider probe matters under Eigen's kernels, whose allocator reuses most of a

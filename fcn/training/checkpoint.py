@@ -12,7 +12,7 @@ Layout of ``run_dir``::
 Every file is written to a temporary name in the same folder and renamed into place
 (``os.replace`` is atomic), and ``state.json`` only ever names a checkpoint that is complete:
 a crash at any moment leaves the previous consistent state. A temporary file that a killed
-write left behind is never read, and :func:`resume_state` removes it.
+write left behind is never read, and [`resume_state`][] removes it.
 """
 
 from __future__ import annotations
@@ -159,10 +159,11 @@ class RunCheckpoint(keras.callbacks.Callback):
     """Save the model and optimizer after each completed epoch, and the best model by ``monitor``.
 
     Before training, a run without a checkpoint saves ``epoch-0000.keras`` (the initial
-    weights), so that there is always a last good checkpoint. An epoch that :attr:`guard`
-    stopped is not saved. A checkpoint is deleted only once its checked successor is in place.
-    List :attr:`guard` before the callbacks that use the epoch's weights (the evaluation) and
-    this one after the callback that adds ``monitor`` to the logs.
+    weights), so that there is always a last good checkpoint. An epoch that
+    [`guard`][fcn.training.checkpoint.RunCheckpoint] stopped is not saved. A checkpoint is deleted
+    only once its checked successor is in place. List
+    [`guard`][fcn.training.checkpoint.RunCheckpoint] before the callbacks that use the epoch's
+    weights (the evaluation) and this one after the callback that adds ``monitor`` to the logs.
 
     Examples:
         >>> import tempfile
@@ -190,13 +191,14 @@ class RunCheckpoint(keras.callbacks.Callback):
             "history": [],
         }  # fmt: skip
         self.settings = settings
-        """The run's settings from now on (:meth:`fcn.TrainConfig.to_json`), recorded with each
+        """The run's settings from now on ([`fcn.TrainConfig.to_json`][]), recorded with each
         checkpoint."""
         self.guard = FiniteGuard(self)
 
     @property
     def failure(self) -> str | None:
-        """Why :attr:`guard` stopped training (None: it did not)."""
+        """Why [`guard`][fcn.training.checkpoint.RunCheckpoint] stopped training (None: it did
+        not)."""
         return self.guard.failure
 
     def on_train_begin(self, logs: dict | None = None) -> None:
@@ -249,9 +251,10 @@ class RunCheckpoint(keras.callbacks.Callback):
 
 class FiniteGuard(keras.callbacks.Callback):
     """At the end of each epoch, check the loss and every weight (model and optimizer): if one
-    is not finite, stop training, set :attr:`failure` to why, and give the model the last good
-    checkpoint's weights back, before anything uses or saves the epoch's weights (without a
-    ``checkpoint``, as on a worker that writes no run directory, it only stops).
+    is not finite, stop training, set [`failure`][fcn.training.checkpoint.FiniteGuard] to why, and
+    give the model the last good checkpoint's weights back, before anything uses or saves the
+    epoch's weights (without a ``checkpoint``, as on a worker that writes no run directory, it only
+    stops).
 
     Checked on the weights, not only the loss: under oneDNN a ReLU maps NaN to 0, so a NaN
     conv1_1 kernel leaves the loss finite while every prediction is garbage.

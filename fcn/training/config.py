@@ -1,7 +1,7 @@
-"""``TrainConfig``: every data-independent setting of :func:`fcn.train`, in one place.
+"""``TrainConfig``: every data-independent setting of [`fcn.train`][], in one place.
 
 Each field carries its default and its help text (``metadata["help"]``, with units) once:
-:func:`fcn.train` takes the fields as keyword overrides and ``fcn train`` builds its options
+[`fcn.train`][] takes the fields as keyword overrides and ``fcn train`` builds its options
 from them (``metadata["choices"]``: the allowed values; ``metadata["cli"] = False``: no
 command-line option).
 """
@@ -18,7 +18,7 @@ from fcn.layout import VARIANTS, VGG_BLOCKS
 from fcn.training.recipes import RECIPES
 
 STATE_FILE = "state.json"
-"""The run's state in ``run_dir`` (:mod:`fcn.training.checkpoint`: epochs, history, these
+"""The run's state in ``run_dir`` ([`fcn.training.checkpoint`][]: epochs, history, these
 settings)."""
 BEST_FILE = "best.keras"
 """The model with the best validation mean IoU so far, in ``run_dir``."""
@@ -26,7 +26,7 @@ LOG_FILE = "log.csv"
 """One row per completed epoch, in ``run_dir``."""
 
 MIXED_PRECISION_POLICIES: tuple[str, ...] = ("auto", "mixed_float16", "mixed_bfloat16")
-"""The Keras mixed-precision policies :func:`fcn.train` accepts (logits stay float32)."""
+"""The Keras mixed-precision policies [`fcn.train`][] accepts (logits stay float32)."""
 
 
 @dataclass(frozen=True)
@@ -206,7 +206,7 @@ class TrainConfig:
                 if f.name not in CALL_ONLY}  # fmt: skip
 
     def resumed(self, recorded: dict, given: dict) -> TrainConfig:
-        """This call's config for a run whose ``recorded`` settings (:meth:`to_json`) are in its
+        """This call's config for a run whose ``recorded`` settings ([`to_json`][]) are in its
         run directory: the recorded settings with the fields in ``given`` (the call's own)
         replacing them, this config's ``run_dir``, ``resume`` and ``verbose``.
 
@@ -244,7 +244,7 @@ def differences(
 ) -> list[tuple[str, Any, Any]]:
     """(field, given value, recorded value) for each field of ``given`` (of ``names`` alone,
     if given) whose JSON value differs from the ``recorded`` settings'
-    (:meth:`TrainConfig.to_json`).
+    ([`TrainConfig.to_json`][]).
 
     Examples:
         >>> differences(TrainConfig(epochs=2).to_json(), {"epochs": 3, "width": 1.0})
@@ -258,7 +258,7 @@ def differences(
 
 
 def describe(changed: list[tuple[str, Any, Any]], whose: str) -> str:
-    """:func:`differences` in words: ``"epochs 3 differs from <whose>'s 2; ..."``.
+    """[`differences`][] in words: ``"epochs 3 differs from <whose>'s 2; ..."``.
 
     Examples:
         >>> describe([("epochs", 3, 2), ("recipe", "paper", "practical")], "the chief")

@@ -1,11 +1,11 @@
 """Training on several devices and machines: the strategy, the cluster, the chief, syncing.
 
-:func:`choose_strategy` picks the strategy for what is visible; :func:`local_cluster` writes
-``TF_CONFIG`` values for workers on one machine; :func:`is_chief`, :func:`sync_from_chief`,
-:func:`sync_count`, :func:`sync_text`, :func:`count_workers`, :func:`stop_together` and
-:func:`check_same_files` are the collectives :mod:`fcn.training.loop` and
-:mod:`fcn.training.train` build on (the roles and their reasons are in
-:mod:`fcn.training.loop`).
+[`choose_strategy`][] picks the strategy for what is visible; [`local_cluster`][] writes
+``TF_CONFIG`` values for workers on one machine; [`is_chief`][], [`sync_from_chief`][],
+[`sync_count`][], [`sync_text`][], [`count_workers`][], [`stop_together`][] and
+[`check_same_files`][] are the collectives [`fcn.training.loop`][] and
+[`fcn.training.train`][] build on (the roles and their reasons are in
+[`fcn.training.loop`][]).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ side of outgoing connections)."""
 
 def _free_ports(count: int) -> list[int]:
     """``count`` different ports of 127.0.0.1, free now and below the range the system hands out
-    by itself (Linux: from :data:`EPHEMERAL_PORTS`, else the usual 32768): between this call and
+    by itself (Linux: from [`EPHEMERAL_PORTS`][], else the usual 32768): between this call and
     the workers' start, no connection and no ``bind(port 0)`` of another process can be given
     one; only a process naming the port could take it. Drawn at random (not from Python's
     seeded ``random``), so simultaneous callers rarely try the same."""
@@ -77,7 +77,7 @@ def _free_ports(count: int) -> list[int]:
 def local_cluster(workers: int) -> list[str]:
     """``TF_CONFIG`` values for ``workers`` processes on this machine, one per worker (worker 0
     the chief), on ports of 127.0.0.1 that are free now and that the system does not hand out
-    by itself (:func:`_free_ports`): start each process with its own
+    by itself (``_free_ports``): start each process with its own
     (``TF_CONFIG='...' fcn train ...``).
 
     Examples:
@@ -248,7 +248,7 @@ def fingerprint(names: Iterable[str]) -> int:
 def check_same_files(strategy: tf.distribute.Strategy, files: SegmentationFiles) -> None:
     """Raise ValueError on every worker unless each was given the chief's training pairs in
     the chief's order. Each worker reads every ``workers``-th pair of its own list
-    (:func:`fcn.training.train.input_fn`) and counts its steps from the list's length: lists
+    ([`fcn.training.train.input_fn`][]) and counts its steps from the list's length: lists
     that differ would skip or repeat pairs without a word, or stop the workers at different
     steps. Pairs are compared by file name (the folder may differ between machines).
 
@@ -271,7 +271,7 @@ def check_same_files(strategy: tf.distribute.Strategy, files: SegmentationFiles)
 
 def choose_strategy() -> tf.distribute.Strategy:
     """The strategy for what is visible: ``MultiWorkerMirroredStrategy`` when ``TF_CONFIG``
-    names several workers (trained by :mod:`fcn.training.loop`'s loop), else
+    names several workers (trained by [`fcn.training.loop`][]'s loop), else
     ``MirroredStrategy`` over all GPUs when there are several, else the default single-device
     strategy. A multi-worker strategy must be made before TensorFlow runs anything else in the
     process (``fcn.train`` and ``fcn train`` do).

@@ -1,14 +1,15 @@
-"""The training loop of :func:`fcn.train`: one device, several GPUs or several machines.
+"""The training loop of [`fcn.train`][]: one device, several GPUs or several machines.
 
 Keras 3's ``fit`` fails under ``MultiWorkerMirroredStrategy`` (keras-team/keras#20585: its
 first-batch build and its per-step log reduction). This loop is TensorFlow's documented
 custom-loop pattern instead: one ``tf.function`` step runs the model, the loss and the
 optimizer on every replica with ``strategy.run`` and reduces the loss with ``strategy.reduce``.
 Epochs, logs and stopping drive the same Keras callbacks ``fit`` would
-(:class:`~fcn.training.checkpoint.RunCheckpoint`, its NaN guard, the evaluation, TensorBoard, the
-progress bar). On one process it is as fast as ``fit`` (``benchmarks/multi_worker.py``: 3.12
-against 3.19 images/s, the rounds 2% apart), so :func:`fcn.train` uses it everywhere: one
-code path, which the whole suite exercises. Under several workers:
+([`RunCheckpoint`][fcn.training.checkpoint.RunCheckpoint], its NaN guard, the evaluation,
+TensorBoard, the progress bar). On one process it is as fast as ``fit``
+(``benchmarks/multi_worker.py``: 3.12 against 3.19 images/s, the rounds 2% apart), so
+[`fcn.train`][] uses it everywhere: one code path, which the whole suite exercises. Under several
+workers:
 
 - **Roles.** The chief (task ``chief``, else ``worker`` 0) writes the run directory
   (checkpoints, ``state.json``, ``log.csv``, TensorBoard), evaluates and shows the progress
@@ -24,9 +25,10 @@ code path, which the whole suite exercises. Under several workers:
   included; a setting given to a worker that differs from the chief's is refused by all, and
   so is a start the chief refuses) and checks that it was given the chief's training files.
   Only the chief builds from the weights file or reads the checkpoint of a resumed run; the
-  others build the same architecture at random, and :func:`sync_from_chief` then gives every
-  worker the chief's weights, optimizer state and epoch. So only the chief needs the run
-  directory and the weights file.
+  others build the same architecture at random, and
+  [`sync_from_chief`][fcn.training.distribute.sync_from_chief] then gives every worker the chief's
+  weights, optimizer state and epoch. So only the chief needs the run directory and the weights
+  file.
 - **Stopping.** Every worker sees the same reduced loss and the same weights, so the NaN guard
   stops all of them at the same step; the chief restores its last good checkpoint.
 - **Resume after any worker dies.** The collectives have no timeout, so the survivors hang:
