@@ -135,7 +135,7 @@ def test_default_recipe_learns_objects_on_pixels_it_never_saw_labelled(tmp_path)
     assert losses.max() < 1.5 * CHANCE, losses  # no blow-up on the way
     objects, background, matrix = [], [], ConfusionMatrix(NUM_CLASSES)
     for image, unseen in scored:
-        predicted, probabilities = fcn.predict(image, result.model, probabilities=True)
+        predicted, probabilities = fcn.predict_proba(image, result.model)
         objectness = 1.0 - probabilities[..., 0]
         objects.append(objectness[(unseen != 0) & (unseen != IGNORE_LABEL)])
         background.append(objectness[unseen == 0])
