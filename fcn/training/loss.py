@@ -16,7 +16,7 @@ def segmentation_loss(reduction: str = "sum_over_batch_size") -> keras.losses.Lo
 
     The loss is averaged over the labelled pixels of the batch (Keras' ``ignore_class`` masks
     void pixels and renormalises by the number of valid ones); ``reduction="sum"`` sums them
-    instead (:mod:`fcn.training.loop` divides by the labelled pixels of all replicas). The paper
+    instead ([`fcn.training.loop`][] divides by the labelled pixels of all replicas). The paper
     sums the per-pixel loss
     instead ("unnormalized"); the two differ by the factor of labelled pixels per batch, which the
     ``paper`` recipe folds into its learning rate (1e-10 x ~187,500 pixels).

@@ -16,13 +16,13 @@ from fcn.model import ATONCE_SCALES, HEAD_LAYERS, skip_layer_names
 from fcn.training.recipes import Recipe
 
 HEAD_SCORE = HEAD_LAYERS[-1]
-"""score_fr: the score layer whose rate :func:`set_head_rate` measures."""
+"""score_fr: the score layer whose rate [`set_head_rate`][] measures."""
 
 
 def skip_kernel_lr_mults(model: keras.Model) -> dict[str, float]:
     """Learning-rate multipliers that give the skip score layers of a staged FCN (fcn16s, fcn8s)
     the at-once FCN-8s's scaling of their inputs: ``s**2`` for each scale ``s`` of
-    :data:`fcn.model.ATONCE_SCALES` whose branch ``model`` has unscaled ({} for fcn32s and for
+    [`fcn.model.ATONCE_SCALES`][] whose branch ``model`` has unscaled ({} for fcn32s and for
     fcn8s_atonce, which scales in the model). See the module docstring for why.
 
     Examples:
@@ -53,7 +53,7 @@ def stable_rate_factor(
     (``tests/test_rates.py``). The notop body's glorot fc7 (energy ~4.4e4 through the dropouts,
     21 classes) is inside it at lr 1e-3; features of more energy (a full VGG16 file's, an
     ``init_from`` model's) or fewer classes get a lower rate instead of a blow-up. ``margin``
-    (0..1] keeps the rate at that share of the bound, at most 1 (:data:`HEAD_RATE_MARGIN`).
+    (0..1] keeps the rate at that share of the bound, at most 1 ([`HEAD_RATE_MARGIN`][]).
 
     Examples:
         >>> stable_rate_factor(4.4e4, 1e-3, 0.9, 21)  # the notop body: the rate as it is
@@ -67,7 +67,7 @@ def stable_rate_factor(
 
 
 HEAD_RATE_MARGIN = 0.5
-"""The share of :func:`stable_rate_factor`'s bound :func:`set_head_rate` gives score_fr. The
+"""The share of [`stable_rate_factor`][]'s bound [`set_head_rate`][] gives score_fr. The
 bound is the curvature at the start, with every class at ``1 / classes``; once the predictions
 leave it the softmax's curvature grows (``p (1 - p)`` along a class, up to 1/4 against the
 start's ``1 / classes``), and at the whole bound a full VGG16 file's score_fr oscillated around
@@ -96,16 +96,16 @@ def head_input_energy(model: keras.Model, images) -> float:
 
 
 HEAD_ENERGY_IMAGES = 8
-"""The images :func:`fcn.train` measures score_fr's input energy on: its first batches
+"""The images [`fcn.train`][] measures score_fr's input energy on: its first batches
 until they hold this many (the energy depends on the crops' content, and two crops alone
 misjudged it: `docs/design.md#training-fcntraining`)."""
 
 
 def set_head_rate(model: keras.Model, batches, recipe: Recipe) -> tuple[float, float]:
-    """Measure score_fr's input energy on ``batches`` of images (:func:`head_input_energy` of
-    each, weighted by its images) and set its :attr:`fcn.training.optimizer.CaffeSGD.rate_factors`
-    to :func:`stable_rate_factor` at ``recipe``'s base rate and :data:`HEAD_RATE_MARGIN`
-    (``model`` compiled by :func:`fcn.training.train.compile_for_training`).
+    """Measure score_fr's input energy on ``batches`` of images ([`head_input_energy`][] of
+    each, weighted by its images) and set its [`fcn.training.optimizer.CaffeSGD.rate_factors`][]
+    to [`stable_rate_factor`][] at ``recipe``'s base rate and [`HEAD_RATE_MARGIN`][]
+    (``model`` compiled by [`fcn.training.train.compile_for_training`][]).
     Returns (energy, factor).
 
     Examples:
