@@ -1,8 +1,9 @@
 """Training runs that tests start in their own process (SIGKILL, logical devices).
 
-python tests/train_script.py RUN_DIR {kill-in-write,mirrored}
+python tests/train_script.py RUN_DIR {kill-in-write,mirrored,long}
 
 kill-in-write: a 3-epoch run that SIGKILLs itself halfway through writing epoch 2's checkpoint.
+long: a run of 1,000 epochs (a process that holds its run directory until it is killed).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ if MODE == "kill-in-write":
 
     checkpoint.write_whole = torn
     fcn.train(**common, run_dir=run_dir, epochs=3, steps_per_epoch=2, batch_size=2)
+elif MODE == "long":
+    fcn.train(**common, run_dir=run_dir, epochs=1000, steps_per_epoch=1, batch_size=2)
 elif MODE == "mirrored":
     losses = {}
     for name, strategy in [
