@@ -4,7 +4,7 @@ does once), and of exporting it (``fcn.export_model``: SavedModel, LiteRT, ONNX)
 
 The paper's file cannot be downloaded here, so a writer process makes one of the same layout:
 every layer name and blob shape of ``fcn8s-heavy-pascal.caffemodel`` (VGG16 body, fc6/fc7 as
-convolutions, 21 classes), random values, new-layout wire format (``fcn.caffe.write_caffemodel``).
+convolutions, 21 classes), random values, new-layout wire format (``fcn.testing.write_caffemodel``).
 Each cell then runs in a fresh process. Its resting footprint is the RSS after ``import fcn``
 and one TensorFlow op (the runtime started); its peak is the process' RSS high-water mark;
 the bound of the issue is the model's bytes plus its largest blob's (fc6).
@@ -44,7 +44,7 @@ CONVERSIONS = ("build", "convert", "save")
 def write(path: Path) -> dict:
     """A full-size FCN-8s caffemodel with random (Glorot) blobs at ``path``."""
     import fcn
-    from fcn.caffe import caffe_layers, write_caffemodel
+    from fcn.testing import caffe_layers, write_caffemodel
 
     layers = caffe_layers(fcn.build_model("fcn8s", weights=None))
     write_caffemodel(path, layers)

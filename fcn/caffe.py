@@ -80,6 +80,7 @@ class CaffeBlob:
 
     Examples:
         >>> import tempfile
+        >>> from fcn.testing import write_caffemodel
         >>> path = tempfile.mkdtemp() + "/net.caffemodel"
         >>> write_caffemodel(path, [("score", "Convolution", [np.eye(2).reshape(2, 2, 1, 1)])])
         >>> blob = read_caffemodel(path)[0].blobs[0]
@@ -109,6 +110,7 @@ class CaffeLayer:
 
     Examples:
         >>> import tempfile
+        >>> from fcn.testing import write_caffemodel
         >>> path = tempfile.mkdtemp() + "/v1.caffemodel"
         >>> write_caffemodel(path, [("up", "Deconvolution", [np.ones((3, 3, 4, 4))])], v1=True)
         >>> layer = read_caffemodel(path)[0]  # a V1 layer: its type is an enum in the file
@@ -192,7 +194,7 @@ def read_caffemodel(path: str | os.PathLike) -> list[CaffeLayer]:
 
     Examples:
         >>> import tempfile
-        >>> from fcn.caffe import write_caffemodel
+        >>> from fcn.testing import write_caffemodel
         >>> path = tempfile.mkdtemp() + "/net.caffemodel"
         >>> write_caffemodel(path, [("conv1", "Convolution", [np.ones((2, 3, 1, 1))])])
         >>> [(layer.name, layer.blobs[0].shape) for layer in read_caffemodel(path)]
@@ -262,54 +264,6 @@ def _blob(reader: _Reader, end: int, layer: str) -> CaffeBlob:
     return CaffeBlob(reader.path, shape, data[0])
 
 
-def write_caffemodel(
-    path: str | os.PathLike, layers: list[tuple[str, str, list[np.ndarray]]], *, v1: bool = False
-) -> None:
-    """Write a ``.caffemodel`` of ``(name, type, blobs)`` layers, in Caffe's wire format (the
-    new layout, or with ``v1`` the V1 one with legacy 4-d blob shapes): for tests, examples and
-    benchmarks, which cannot download the paper's files.
-
-    Examples:
-        >>> import tempfile
-        >>> path = tempfile.mkdtemp() + "/net.caffemodel"
-        >>> write_caffemodel(path, [("fc", "Convolution", [np.zeros((4, 2, 1, 1)), np.ones(4)])])
-        >>> read_caffemodel(path)[0].blobs[1].read().tolist()
-        [1.0, 1.0, 1.0, 1.0]
-    """
-
-    def varint(value: int) -> bytes:
-        out = bytearray()
-        while True:
-            byte, value = value & 0x7F, value >> 7
-            out.append(byte | (0x80 if value else 0))
-            if not value:
-                return bytes(out)
-
-    def field(number: int, wire: int, payload: bytes) -> bytes:
-        key = varint(number << 3 | wire)
-        return key + (varint(len(payload)) + payload if wire == LENGTH else payload)
-
-    v1_numbers = {kind: number for number, kind in V1_TYPES.items()}
-    name_field, type_field, blobs_field = LAYER_FIELDS[v1]
-    with open(path, "wb") as f:
-        for name, kind, blobs in layers:
-            message = field(name_field, LENGTH, name.encode())
-            if v1:
-                message += field(type_field, VARINT, varint(v1_numbers[kind]))
-            else:
-                message += field(type_field, LENGTH, kind.encode())
-            for blob in blobs:
-                blob = np.asarray(blob, "<f4")
-                if v1:  # legacy num, channels, height, width
-                    legacy = (1,) * (4 - blob.ndim) + blob.shape
-                    shape = b"".join(field(i, VARINT, varint(d)) for i, d in enumerate(legacy, 1))
-                else:
-                    dims = b"".join(varint(d) for d in blob.shape)
-                    shape = field(7, LENGTH, field(1, LENGTH, dims))
-                message += field(blobs_field, LENGTH, shape + field(5, LENGTH, blob.tobytes()))
-            f.write(field(NET_V1_LAYERS if v1 else NET_LAYERS, LENGTH, message))
-
-
 def _as_rank(shape: tuple[int, ...], rank: int) -> tuple[int, ...]:
     """A blob ``shape`` as ``rank`` axes: a legacy 4-d shape without its leading ones (a V1
     bias (1, 1, 1, N) is (N,)); other shapes as they are."""
@@ -331,6 +285,7 @@ def convert_caffe(caffemodel: str | os.PathLike, variant: str = "fcn8s") -> kera
 
     Examples:
         >>> import tempfile
+        >>> from fcn.testing import caffe_layers, write_caffemodel
         >>> source = build_model("fcn32s", weights=None, width=1 / 16)
         >>> path = tempfile.mkdtemp() + "/fcn32s.caffemodel"
         >>> write_caffemodel(path, caffe_layers(source))
@@ -379,28 +334,3 @@ def convert_caffe(caffemodel: str | os.PathLike, variant: str = "fcn8s") -> kera
             variable.assign(values)
         del values
     return model
-
-
-def caffe_layers(model: keras.Model) -> list[tuple[str, str, list[np.ndarray]]]:
-    """The ``(name, type, blobs)`` layers of a Caffe net with ``model``'s weights, in Caffe's
-    layouts (the inverse of [`convert_caffe`][]'s mapping): for [`write_caffemodel`][].
-
-    Examples:
-        >>> model = build_model("fcn32s", weights=None, width=1 / 16)
-        >>> name, kind, blobs = caffe_layers(model)[0]
-        >>> name, kind, [b.shape for b in blobs]
-        ('conv1_1', 'Convolution', [(4, 3, 3, 3), (4,)])
-    """
-    layers = []
-    for layer in model.layers:
-        if not layer.weights:
-            continue
-        kind = "Deconvolution" if isinstance(layer, keras.layers.Conv2DTranspose) else (
-            "Convolution"
-        )  # fmt: skip
-        blobs = [
-            np.transpose(w, CAFFE_AXES) if w.ndim == 4 else w
-            for w in (np.asarray(v) for v in layer.weights)
-        ]
-        layers.append((layer.name, kind, blobs))
-    return layers

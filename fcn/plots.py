@@ -1,4 +1,4 @@
-"""Pictures: label maps in VOC colours, overlays, training curves, confusion matrices, memory.
+"""Pictures: label maps in VOC colours, overlays, training curves, confusion matrices.
 
 Every plotting function draws on a bare matplotlib ``Figure`` with an Agg canvas (no pyplot, no
 display, no global state), returns it, and also writes it as a PNG when given ``path``. In a
@@ -222,35 +222,5 @@ def plot_confusion(
     mean_iou = matrix.scores().mean_iou
     ax.set_title(f"confusion (row-normalised), mean IoU {100 * mean_iou:.2f}%")
     fig.colorbar(image, ax=ax, fraction=0.046)
-    fig.tight_layout()
-    return _finish(fig, path)
-
-
-def plot_memory_growth(rows: Sequence[dict], path: PathLike | None = None) -> Figure:
-    """Peak RSS against data set size, one line per pipeline, least-squares slope in the legend.
-
-    Args:
-        rows: dicts with ``pipeline`` (name), ``images`` (data set size) and ``peak_rss_mb``,
-            as ``benchmarks/loader_memory.py`` prints them.
-        path: also save the figure there as a PNG.
-
-    Examples:
-        >>> rows = [{"pipeline": "fcn.data", "images": n, "peak_rss_mb": 500 + n / 100}
-        ...         for n in (1_000, 10_000)]
-        >>> plot_memory_growth(rows).axes[0].get_legend_handles_labels()[1]
-        ['fcn.data: +0.01 MB per image (fit)']
-    """
-    fig = _figure(6.5, 4)
-    ax = fig.add_subplot()
-    for name in dict.fromkeys(row["pipeline"] for row in rows):
-        points = sorted((r["images"], r["peak_rss_mb"]) for r in rows if r["pipeline"] == name)
-        images, peaks = np.array(points, dtype=float).T
-        slope = np.polyfit(images, peaks, 1)[0] if len(points) > 1 else float("nan")
-        ax.plot(images, peaks, marker="o", label=f"{name}: {slope:+.2f} MB per image (fit)")
-    ax.set_xlabel("images in the data set")
-    ax.set_ylabel("peak RSS (MB)")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend()
     fig.tight_layout()
     return _finish(fig, path)

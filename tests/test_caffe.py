@@ -9,16 +9,11 @@ from conftest import TINY, network_tolerance, randomize
 from numpy.lib.stride_tricks import sliding_window_view
 
 from fcn import build_model
-from fcn.caffe import (
-    CaffeFormatError,
-    caffe_layers,
-    convert_caffe,
-    read_caffemodel,
-    write_caffemodel,
-)
+from fcn.caffe import CaffeFormatError, convert_caffe, read_caffemodel
 from fcn.layout import CROP_OFFSETS, INPUT_PAD
 from fcn.model import ATONCE_SCALES, SKIP_POOLS, UPSAMPLERS, topology
 from fcn.preprocessing import PAPER_MEAN_BGR
+from fcn.testing import caffe_layers, write_caffemodel
 
 
 def conv(x, kernel, bias, pad):

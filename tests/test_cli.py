@@ -20,10 +20,11 @@ from test_data_download import Server, archive, voc_tar
 
 import fcn
 import fcn.presets
-from fcn.caffe import caffe_layers, convert_caffe, write_caffemodel
+from fcn.caffe import convert_caffe
 from fcn.cli import EXAMPLES, build_parser, main
 from fcn.data import read_label, sample_voc_root
 from fcn.device import cpu_kernels
+from fcn.testing import caffe_layers, write_caffemodel
 
 VOC = str(sample_voc_root())
 COMMANDS = [

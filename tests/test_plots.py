@@ -14,7 +14,6 @@ from fcn.plots import (
     colorize,
     overlay,
     plot_confusion,
-    plot_memory_growth,
     plot_segmentation,
     plot_training_curves,
 )
@@ -115,17 +114,3 @@ def test_plot_confusion_is_row_normalised(tmp_path):
     assert shown[2].sum() == 0  # a class never labelled: an empty row, not NaN
     assert fig.axes[0].get_yticklabels()[1].get_text() == "aeroplane"
     _png(tmp_path / "c.png", 1000, 1000)
-
-
-def test_plot_memory_growth_one_line_per_pipeline(tmp_path):
-    rows = [
-        {"pipeline": "naive", "images": 25, "peak_rss_mb": 900.0},
-        {"pipeline": "naive", "images": 50, "peak_rss_mb": 1150.0},
-        {"pipeline": "streaming", "images": 50, "peak_rss_mb": 700.5},
-        {"pipeline": "streaming", "images": 25, "peak_rss_mb": 700.0},
-    ]
-    fig = plot_memory_growth(rows, path=tmp_path / "m.png")
-    labels = [line.get_label() for line in fig.axes[0].get_lines()]
-    assert labels == ["naive: +10.00 MB per image (fit)", "streaming: +0.02 MB per image (fit)"]
-    assert fig.axes[0].get_lines()[1].get_xdata().tolist() == [25, 50]
-    _png(tmp_path / "m.png", 6.5 * DPI, 4 * DPI)
