@@ -1,27 +1,25 @@
 """Convolutions whose gradients' temporaries stay small (what makes an FCN training step lean),
 and whose large-kernel forward runs as matrix products (what makes fc6 fast).
 
-TensorFlow's own backward kernels for a convolution can cost several times their results. Measured
-on one 500x500 training image of the full FCN-8s (``benchmarks/README.md``, issue 12):
+TensorFlow's own backward kernels for a convolution can cost several times their results:
 
-* fc6 (a 7x7 convolution of 512 into 4096 channels, 392 MiB of kernel on a 22x22 map): its
-  kernel gradient needs another ~400 MiB of temporaries under both CPU kernel sets, and under
-  oneDNN its input gradient a reordered copy of the kernel (+392 MiB). Here both gradients are
-  single matrix products over the layer's patch matrix ([`patch_gradients`][]), which for fc6
-  is 25 MiB: no temporary the size of the kernel.
-* conv1_2 (3x3, 64 channels, 700x700 with the 100-pixel pad): Eigen (TensorFlow's CPU kernels
-  where oneDNN is off) builds the whole im2col matrix of the layer for each of its two backward
-  kernels, 1.1 GiB for a 120 MiB activation. Under Eigen the gradients here are computed in bands
-  of output rows ([`banded_gradients`][]), each band's matrix within [`BAND_BYTES`][].
-  oneDNN's kernels stay within twice the activation, so they run as they are.
+* fc6 (a 7x7 convolution of 512 into 4096 channels): its kernel gradient needs temporaries the
+  size of its kernel, and under oneDNN its input gradient a reordered copy of the kernel. Here
+  both gradients are single matrix products over the layer's patch matrix
+  ([`patch_gradients`][]), a small fraction of the kernel's size.
+* 3x3 convolutions under Eigen (TensorFlow's CPU kernels where oneDNN is off): each of the two
+  backward kernels builds the layer's whole im2col matrix, many times its activation. Under
+  Eigen the gradients here are computed in bands of output rows ([`banded_gradients`][]), each
+  band's matrix within [`BAND_BYTES`][]. oneDNN's kernels stay within twice the activation, so
+  they run as they are.
 
 The forward pass is TensorFlow's own convolution, except for kernels of at least
 [`ROW_PRODUCT_KERNEL`][] rows without padding (fc6): those run as one matrix product per kernel
-row ([`row_products`][]). TensorFlow's convolution of fc6 on a 500x500 image took 0.69 s under
-oneDNN (fp32) and 0.35 s under Eigen on a 2-core AMD EPYC (avx512_bf16), where the row products
-take 0.28 s and 0.31 s (``benchmarks/forward_profile.py --parts fc6``, ``benchmarks/README.md``,
-issue 23): oneDNN's convolution reads the 392 MiB kernel into its own blocked layout on every
-call. Every path computes the same sums (in another order: equal to float rounding).
+row ([`row_products`][]), because oneDNN's convolution reads fc6's kernel into its own blocked
+layout on every call. Every path computes the same sums (in another order: equal to float
+rounding). The figures: `docs/design.md#training-fcntraining` ("A lean training step") and
+`docs/design.md#bf16-where-the-hardware-has-it-fcninferenceprecisionpy-fcndevicepy` (fc6's
+forward).
 """
 
 from __future__ import annotations

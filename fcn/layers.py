@@ -142,9 +142,8 @@ class LeanConv2D(keras.layers.Conv2D):
     * The bias is added by ``tf.nn.bias_add``, whose gradient needs nothing of the forward pass.
       Keras adds it with a broadcasting ``add``, whose gradient reads the shape of the
       convolution's output when a dimension is unknown (the batch, or the size of whole
-      images), which can keep pre-activations alive until the backward pass reaches them.
-      Measured on one 500x500 training step of the full FCN-8s (one run each): 200 MiB lower
-      peak under oneDNN, no difference under Eigen.
+      images), which can keep pre-activations alive until the backward pass reaches them
+      (the figure: `docs/design.md#training-fcntraining`, "A lean training step").
 
     Examples:
         >>> layer = LeanConv2D(8, 3, padding="same", activation="relu")

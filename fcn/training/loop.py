@@ -6,10 +6,9 @@ custom-loop pattern instead: one ``tf.function`` step runs the model, the loss a
 optimizer on every replica with ``strategy.run`` and reduces the loss with ``strategy.reduce``.
 Epochs, logs and stopping drive the same Keras callbacks ``fit`` would
 ([`RunCheckpoint`][fcn.training.checkpoint.RunCheckpoint], its NaN guard, the evaluation,
-TensorBoard, the progress bar). On one process it is as fast as ``fit``
-(``benchmarks/multi_worker.py``: 3.12 against 3.19 images/s, the rounds 2% apart), so
-[`fcn.train`][] uses it everywhere: one code path, which the whole suite exercises. Under several
-workers:
+TensorBoard, the progress bar). On one process it is as fast as ``fit`` (the figure:
+`docs/design.md#training-fcntraining`), so [`fcn.train`][] uses it everywhere: one code path,
+which the whole suite exercises. Under several workers:
 
 - **Roles.** The chief (task ``chief``, else ``worker`` 0) writes the run directory
   (checkpoints, ``state.json``, ``log.csv``, TensorBoard), evaluates and shows the progress
