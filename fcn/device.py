@@ -6,8 +6,8 @@ training wing's policies built on these facts (the strategy, batch-size probing)
 
 TensorFlow grabs (nearly) all of every GPU's memory the first time it touches it.
 :func:`enable_memory_growth` turns on memory growth instead, so a process only holds what it
-uses; ``fcn.build_model``, ``fcn.load_model``, ``fcn.train`` and the ``fcn`` command call it
-before they touch a device (``import fcn`` itself changes nothing).
+uses; ``fcn.load_model``, ``fcn.train`` and the ``fcn`` command call it before they touch a
+device (``import fcn`` and ``fcn.build_model`` change nothing).
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ def enable_memory_growth() -> None:
     """Let every visible GPU allocate on demand instead of all at once (no-op without GPUs, and
     for a GPU whose growth is on already).
 
-    Called by :func:`fcn.build_model`, :func:`fcn.load_model`, :func:`fcn.train` and the
-    command line; call it yourself first in a program that touches a GPU before any of those
-    (a GPU already initialised cannot change: a warning says so).
+    Called by :func:`fcn.load_model`, :func:`fcn.train` and the command line, not by
+    :func:`fcn.build_model`: call it yourself first in a program that builds a model, or
+    otherwise touches a GPU, before any of those (a GPU already initialised cannot change: a
+    warning says so).
 
     Examples:
         >>> enable_memory_growth()  # nothing to do on a CPU-only machine

@@ -348,9 +348,10 @@ del full"""),
 What `fcn` does about it:
 
 - **Memory growth, before the first model.** TensorFlow otherwise takes nearly all the memory
-  of every visible GPU the first time it touches one. `fcn.build_model`, `fcn.load_model`,
-  `fcn.train` and the `fcn` command call `fcn.enable_memory_growth()` first (`import fcn`
-  itself changes nothing), so a process holds what it uses and other jobs can share the card.
+  of every visible GPU the first time it touches one. `fcn.load_model`, `fcn.train` and the
+  `fcn` command call `fcn.enable_memory_growth()` first (`import fcn` and `fcn.build_model`
+  change nothing: call it yourself before building a model on a GPU), so a process holds what
+  it uses and other jobs can share the card.
   If something initialised the GPU before, it warns: call `fcn.enable_memory_growth()` first
   or set `TF_FORCE_GPU_ALLOW_GROWTH=true`.
 - **`fcn.find_batch_size(model, crop_size=320)`** runs real training steps (forward, backward,

@@ -85,24 +85,37 @@ def test_memory_growth_is_enabled_for_every_gpu(monkeypatch):
 
 
 IMPORT_SCRIPT = """
+import os, sys, tempfile
 import tensorflow as tf
 calls = []
-tf.config.list_physical_devices = lambda kind=None: ["GPU:0"] if kind == "GPU" else []
+class Gpu:
+    name = "/physical_device:GPU:0"
+tf.config.list_physical_devices = lambda kind=None: [Gpu()] if kind == "GPU" else []
+tf.config.experimental.get_device_details = lambda device: {}
 tf.config.experimental.get_memory_growth = lambda device: False
 tf.config.experimental.set_memory_growth = lambda device, on: calls.append(device)
 import fcn
+from fcn.cli import main
 print(len(calls))
-fcn.build_model("fcn8s", weights=None, width=1 / 16)
+model = fcn.build_model("fcn8s", weights=None, width=1 / 16)
+print(len(calls))
+path = os.path.join(tempfile.mkdtemp(), "m.keras")
+model.save(path)
+fcn.load_model(path)
+print(len(calls))
+sys.stdout.flush()
+assert main(["convert", "missing.caffemodel", "--out", "m.keras"]) == 2  # after the setting
 print(len(calls))
 """
 
 
-def test_importing_fcn_changes_no_device_setting_building_a_model_does():
-    """``import fcn`` has no global side effect; build_model turns on memory growth (as
-    load_model and train do) before it creates variables. A fresh process: the first import."""
+def test_importing_fcn_or_building_a_model_changes_no_device_setting_loading_one_does():
+    """``import fcn`` and ``build_model`` have no global side effect; load_model turns on memory
+    growth (as train does) before it creates variables, and so does a command of the ``fcn``
+    command line before it runs. A fresh process: the first import."""
     run = subprocess.run([sys.executable, "-c", IMPORT_SCRIPT], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.split() == ["0", "1"]
+    assert run.stdout.split() == ["0", "0", "1", "2"]
 
 
 class _FakeGpu:
