@@ -6,8 +6,10 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import h5py  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -132,6 +134,49 @@ def randomize(model: keras.Model, seed: int = 0) -> keras.Model:
         fan_in = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
         weight.assign(rng.normal(0, np.sqrt(2 / fan_in), shape).astype(weight.dtype))
     return model
+
+
+def write_legacy_h5(model: keras.Model, path) -> Path:
+    """Write ``model``'s weights in the legacy HDF5 layout of Keras' published VGG16 files (a
+    group per layer, by name: what :func:`fcn.vgg16.load_vgg16_weights` reads); returns
+    ``path``."""
+    from keras.src.legacy.saving import legacy_h5_format
+
+    with h5py.File(path, "w") as f:
+        legacy_h5_format.save_weights_to_hdf5_group(f, model)
+    return Path(path)
+
+
+def vgg16_notop(width: float = 1.0, seed: int = 0) -> keras.Model:
+    """Keras' VGG16 without its top (``include_top=False``: its layer names, 3x3 'same' ReLU
+    convolutions and 2x2 pools) with every block's channels scaled by ``width`` as
+    :func:`fcn.build_model` scales them, holding random weights (:func:`randomize`)."""
+    from fcn.layout import VGG_BLOCKS
+
+    x = image = keras.Input((None, None, 3))
+    for block, (convs, filters) in enumerate(VGG_BLOCKS, 1):
+        for i in range(1, convs + 1):
+            channels = max(1, int(round(filters * width)))
+            x = keras.layers.Conv2D(channels, 3, padding="same", activation="relu",
+                                    name=f"block{block}_conv{i}")(x)  # fmt: skip
+        x = keras.layers.MaxPooling2D(2, name=f"block{block}_pool")(x)
+    return randomize(keras.Model(image, x, name="vgg16"), seed)
+
+
+@pytest.fixture
+def vgg16_notop_file(tmp_path) -> Callable[..., Path]:
+    """A writer of random-weight VGG16 'notop' files (:func:`vgg16_notop`, written by
+    :func:`write_legacy_h5`): ``write(width, seed, conv5_scale)`` returns the file's path;
+    ``conv5_scale`` multiplies conv5_3's kernel and bias, and so (ReLU and max pooling being
+    positively homogeneous) the features that fc6 and fc7 see."""
+
+    def write(width: float = 1.0, seed: int = 0, conv5_scale: float = 1.0) -> Path:
+        model = vgg16_notop(width, seed)
+        layer = model.get_layer("block5_conv3")
+        layer.set_weights([w * np.float32(conv5_scale) for w in layer.get_weights()])
+        return write_legacy_h5(model, tmp_path / f"vgg16_notop_{width:g}_{seed}_{conv5_scale:g}.h5")
+
+    return write
 
 
 def pytest_report_header(config) -> str:

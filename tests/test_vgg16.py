@@ -9,8 +9,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import assert_within, randomize, sum_tolerance
-from keras.src.legacy.saving import legacy_h5_format
+from conftest import assert_within, randomize, sum_tolerance, write_legacy_h5
 
 import fcn.initialize
 import fcn.vgg16
@@ -22,12 +21,6 @@ from fcn.vgg16 import WEIGHTS_FILE, WeightsUnavailableError, vgg16_to_fcn_names
 def vgg16() -> keras.Model:
     """Keras' own VGG16 (with top) holding random weights that the tests write to files."""
     return randomize(keras.applications.VGG16(weights=None, include_top=True), seed=7)
-
-
-def _write_legacy_h5(model: keras.Model, path) -> None:
-    """Write weights in the legacy HDF5 layout of Keras' published VGG16 files."""
-    with h5py.File(path, "w") as f:
-        legacy_h5_format.save_weights_to_hdf5_group(f, model)
 
 
 def _rounding_tolerance(layer: keras.layers.Layer, x) -> np.ndarray:
@@ -76,7 +69,7 @@ def test_fc6_and_fc7_are_fc1_and_fc2_in_sliced_reads(vgg16, tmp_path, monkeypatc
     between fc6's kernel positions); the result is the net surgery, value for value."""
     monkeypatch.setattr(fcn.initialize, "SLICE_ELEMENTS", 1000)
     path = tmp_path / "vgg16.h5"
-    _write_legacy_h5(vgg16, path)
+    write_legacy_h5(vgg16, path)
     model = build_model("fcn32s", weights=str(path))
     for fc, dense in (("fc6", "fc1"), ("fc7", "fc2")):
         kernel, bias = vgg16.get_layer(dense).get_weights()
@@ -92,7 +85,7 @@ def test_fc6_and_fc7_are_fc1_and_fc2_in_sliced_reads(vgg16, tmp_path, monkeypatc
 def test_a_file_with_a_wrong_layer_shape_names_it(tmp_path):
     small = keras.applications.VGG16(weights=None, include_top=False, input_shape=(32, 32, 3))
     path = tmp_path / "vgg16.h5"
-    _write_legacy_h5(small, path)
+    write_legacy_h5(small, path)
     with h5py.File(path, "a") as f:
         del f["block4_conv2/block4_conv2/kernel"]
         f["block4_conv2/block4_conv2"].create_dataset("kernel", data=np.zeros((3, 3, 512, 7)))
@@ -115,7 +108,7 @@ def test_notop_file_loads_convs_and_warns(vgg16, tmp_path):
     for layer in notop.layers[1:]:
         layer.set_weights(vgg16.get_layer(layer.name).get_weights())
     path = tmp_path / "vgg16_notop.h5"
-    _write_legacy_h5(notop, path)
+    write_legacy_h5(notop, path)
     with pytest.warns(UserWarning, match="fc6 and fc7 keep a fresh random initialisation"):
         model = build_model("fcn32s", weights=str(path))
     np.testing.assert_array_equal(
@@ -129,7 +122,7 @@ def test_imagenet_weights_come_through_keras_cache_with_hash(vgg16, tmp_path, mo
     cache = tmp_path / "keras_home" / "models"
     cache.mkdir(parents=True)
     path = cache / WEIGHTS_FILE
-    _write_legacy_h5(vgg16, path)
+    write_legacy_h5(vgg16, path)
     monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras_home"))
     monkeypatch.setattr(fcn.vgg16, "WEIGHTS_URL", "http://127.0.0.1:9/" + WEIGHTS_FILE)
     calls = []
@@ -147,7 +140,7 @@ def test_imagenet_weights_come_through_keras_cache_with_hash(vgg16, tmp_path, mo
     assert calls[0]["file_hash"] == "64373286793e3c8b2b4e3219cbf3544b"
     assert calls[0]["cache_subdir"] == "models"
     # With the hash of the file that is there, the cached file is used as is.
-    _write_legacy_h5(vgg16, path)
+    write_legacy_h5(vgg16, path)
     monkeypatch.setattr(fcn.vgg16, "WEIGHTS_MD5", hashlib.md5(path.read_bytes()).hexdigest())
     model = build_model("fcn8s", weights="imagenet")
     np.testing.assert_array_equal(
