@@ -1,7 +1,8 @@
 """Machine facts (ground floor): GPU memory growth, the CPU and its kernels, precisions, memory.
 
-Nothing here depends on another ``fcn`` module but the named choices (:mod:`fcn.options`); the
-training wing's policies built on these facts (the strategy, batch-size probing) live in
+Nothing here depends on another ``fcn`` module but the named choices (:mod:`fcn.options`) and
+the hook that asks TensorFlow for its CPU kernels (``fcn._compat``); the training wing's
+policies built on these facts (the strategy, batch-size probing) live in
 :mod:`fcn.training.distribute` and :mod:`fcn.training.batch_size`.
 
 TensorFlow grabs (nearly) all of every GPU's memory the first time it touches it.
@@ -18,6 +19,7 @@ import warnings
 
 import tensorflow as tf
 
+from fcn._compat import onednn_enabled
 from fcn.options import PRECISIONS, Precision
 
 
@@ -69,9 +71,7 @@ def cpu_kernels() -> str:
         >>> cpu_kernels() in ("oneDNN", "Eigen")
         True
     """
-    from tensorflow.python.util import _pywrap_util_port  # no public API tells
-
-    return "oneDNN" if _pywrap_util_port.IsMklEnabled() else "Eigen"
+    return "oneDNN" if onednn_enabled() else "Eigen"
 
 
 @functools.cache

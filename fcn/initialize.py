@@ -29,6 +29,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from fcn._compat import host_view
+
 SLICE_ELEMENTS = 2**18
 """Most values written at once (1 MiB of float32): the only temporary beside the kernel."""
 
@@ -114,12 +116,11 @@ def write_slices(variable, read: Callable[[RowBlock], np.ndarray]) -> None:
 
 def _host_buffer(variable: tf.Variable) -> np.ndarray | None:
     """A writable NumPy view of ``variable``'s own buffer where it lives in host memory and a
-    read of it shares that buffer (two reads give the same address), else None. (``_numpy`` is
-    TensorFlow's zero-copy view of a CPU tensor; the public ``numpy()`` copies it.)"""
+    read of it shares that buffer (two reads give the same address), else None."""
     if "CPU" not in variable.device.upper():
         return None
     first, second = (
-        tf.raw_ops.ReadVariableOp(resource=variable.handle, dtype=variable.dtype)._numpy()
+        host_view(tf.raw_ops.ReadVariableOp(resource=variable.handle, dtype=variable.dtype))
         for _ in range(2)
     )
     if first.ctypes.data != second.ctypes.data or not first.flags.writeable:

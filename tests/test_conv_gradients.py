@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fcn
+from fcn._compat import host_view
 from fcn.conv_gradients import banded_gradients, conv2d, lean_conv2d, patch_gradients
 from fcn.training.recipes import RECIPES
 from fcn.training.train import compile_for_training
@@ -81,7 +82,7 @@ def _addresses(model: keras.Model) -> dict[str, int]:
     """Where each kernel's buffer lives, as two reads of it see it (None if they differ)."""
     out = {}
     for variable in model.trainable_variables:
-        reads = [tf.convert_to_tensor(variable.value)._numpy().ctypes.data for _ in range(2)]
+        reads = [host_view(tf.convert_to_tensor(variable.value)).ctypes.data for _ in range(2)]
         out[variable.path] = reads[0] if reads[0] == reads[1] else None
     return out
 

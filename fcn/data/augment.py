@@ -7,29 +7,17 @@ augmented label holds only values of the original one (plus 255 where padding wa
 from __future__ import annotations
 
 import os
-import sys
 import threading
 
 import cv2
 import numpy as np
 
+from fcn._compat import import_albumentations
 from fcn.classes import IGNORE_LABEL
 from fcn.preprocessing import MEAN_RGB
 
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # no network check on import
-# albumentations' __init__ imports its PyTorch helpers whenever torch is installed: PyTorch in
-# every fcn process (measured: +177 MiB RSS, +3 s on `import fcn`). A None entry in sys.modules
-# makes that one import fail (albumentations ignores the failure); removed afterwards, so a
-# later `import albumentations.pytorch` of the user's works as usual.
-_TORCH_HELPERS = "albumentations.pytorch"
-_blocked = _TORCH_HELPERS not in sys.modules
-if _blocked:
-    sys.modules[_TORCH_HELPERS] = None
-try:
-    import albumentations as A  # noqa: E402
-finally:
-    if _blocked and sys.modules.get(_TORCH_HELPERS, False) is None:
-        del sys.modules[_TORCH_HELPERS]
+A = import_albumentations()  # without PyTorch, which its __init__ would import
 
 
 LABEL_INTERPOLATION = cv2.INTER_NEAREST_EXACT

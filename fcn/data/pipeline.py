@@ -17,6 +17,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from fcn._compat import close_iterator
 from fcn.classes import NUM_CLASSES
 from fcn.data.augment import Augmenter
 from fcn.data.decode import read_pair
@@ -29,20 +30,19 @@ PREFETCH_BATCHES = 2
 
 @atexit.register
 def _release_iterators_at_exit() -> None:
-    """Free every live tf.data iterator while Python can still run the decoders.
+    """Close every live tf.data iterator while Python can still run the decoders.
 
     The decoders are Python (``tf.numpy_function``), called from tf.data's threads. An iterator
     still referenced when the script ends (``it = iter(dataset); next(it)``) is otherwise freed
     during interpreter finalisation, when those threads can no longer take the GIL: the
     process hangs forever or aborts (``terminate called without an active exception``).
-    atexit functions run before finalisation, so dropping the iterators' resources here stops
-    their threads cleanly. It leaves the iterators unusable, which no code after atexit can
-    notice. (``OwnedIterator`` has no public close; a TensorFlow without the attribute is left
-    as it is, and ``tests/test_data_pipeline.py`` would say so.)
+    atexit functions run before finalisation, so closing the iterators here
+    (``fcn._compat.close_iterator``) stops their threads cleanly. It leaves the iterators
+    unusable, which no code after atexit can notice.
     """
     for obj in gc.get_objects():
         if isinstance(obj, tf.data.Iterator):
-            obj.__dict__.pop("_iterator_resource", None)
+            close_iterator(obj)
 
 
 def train_dataset(

@@ -14,12 +14,13 @@ from collections.abc import Sequence
 import keras
 import tensorflow as tf
 
+from fcn._compat import UpdateAllHook
 from fcn.training.loss import HEAD_SCORE
 from fcn.training.recipes import Recipe
 
 
 @keras.saving.register_keras_serializable(package="fcn")
-class CaffeSGD(keras.optimizers.SGD):
+class CaffeSGD(UpdateAllHook, keras.optimizers.SGD):
     """SGD with Caffe's solver conventions of the FCN ``solver.prototxt`` files.
 
     Kernels get L2 weight decay coupled into the gradient (``g + decay * w``, as Caffe does; Keras'
@@ -72,14 +73,15 @@ class CaffeSGD(keras.optimizers.SGD):
             self._gradient_mults.append(self.bias_lr_mult if len(v.shape) == 1 else kernel)
             self._factors.append(self.rate_factors.get(layer) if len(v.shape) > 1 else None)
 
-    def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        """Keras' TensorFlow update of every variable, in :attr:`update_after`'s order: each
-        update waits for the gradients named there and for nothing else (Keras' own waits for
-        all of them, so every gradient is held to the end of the backward pass; fc6's alone is
-        392 MiB). Several replicas keep Keras' all-reduce and order."""
+    def update_all(self, grads, trainable_variables, learning_rate):
+        """The update of every variable (``fcn._compat.UpdateAllHook``), in
+        :attr:`update_after`'s order: each update waits for the gradients named there and for
+        nothing else (Keras' own waits for all of them, so every gradient is held to the end of
+        the backward pass; fc6's alone is 392 MiB). Several replicas keep Keras' all-reduce and
+        order."""
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
         if not self.update_after or replicas > 1:
-            super()._backend_update_step(grads, trainable_variables, learning_rate)
+            self.keras_update_all(grads, trainable_variables, learning_rate)
             return
         by_path = {variable.path: grad for grad, variable in zip(grads, trainable_variables)}
         for grad, variable in zip(grads, trainable_variables):
