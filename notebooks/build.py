@@ -129,7 +129,7 @@ returns (H, W) uint8 class indices at the original resolution (a list for a list
 streams through the network in bands of rows (a 4000x3000 photo runs whole in ~0.4 GiB above the
 model's resting footprint, where Keras' own forward pass aborts); images above `max_pixels`
 (25M by default) run in overlapping tiles;
-`probabilities=True` also returns the per-class softmax. Without `model`, it loads
+`fcn.predict_proba` also returns the per-class softmax. Without `model`, it loads
 `weights/fcn8s-voc.keras` (`fcn.load_model()`): a model you trained and copied there."""),
     code("""\
 labels = fcn.predict(image_path, model)
@@ -293,7 +293,7 @@ import tempfile
 from pathlib import Path
 
 import fcn
-from fcn import plots
+from fcn.testing import plot_memory_growth
 
 sys.path.insert(0, str(Path.cwd().parent / "benchmarks"))  # benchmarks/loader_memory.py"""),
     code("""\
@@ -314,7 +314,7 @@ for pipeline, name in PIPELINES.items():
             f"{name:24} {size:4} images: peak RSS {row['peak_rss_mb']:7.1f} MB "
             f"({row['growth_mb']:7.1f} MB above TensorFlow at rest), {row['seconds']:5.1f} s"
         )"""),
-    code("plots.plot_memory_growth(rows)"),
+    code("plot_memory_growth(rows)"),
     md("""\
 Peak RSS per extra image (MB), between the smallest and the largest set. The streaming
 pipeline's few MB of drift follow the number of crops processed (tf.data worker threads'
