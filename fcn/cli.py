@@ -68,19 +68,61 @@ def _cmd_predict(args) -> int:
     from PIL import Image
 
     from fcn import data, plots
-    from fcn.inference.predict import list_images
+    from fcn.data.atomic import write_whole
+    from fcn.inference.predict import expand_images
 
-    paths = [p for arg in args.images for p in (list_images(arg) if os.path.isdir(arg) else [arg])]
+    for folder in filter(os.path.isdir, args.images):
+        if not any(expand_images(folder)):
+            raise FileNotFoundError(f"{folder}: no images in this folder (.jpg, .png, ...)")
+    paths = list(expand_images(args.images))
+    for path in paths:
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such image file")
+    results = _result_paths(paths, Path(args.out), args.overwrite)  # before any work
     model = fcn.load_model(args.model, precision=args.precision)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for path in map(Path, paths):
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    for path, (label_file, overlay_file) in zip(paths, results):
         image = data.read_image(path)
         labels = fcn.predict(image, model, max_pixels=args.max_pixels, precision=args.precision)
-        data.write_label(out / f"{path.stem}.png", labels)
-        Image.fromarray(plots.overlay(image, labels)).save(out / f"{path.stem}_overlay.png")
-    print(f"{len(paths)} label maps (VOC palette PNG) and overlays written to {out}")
+        write_whole(label_file, data.write_label, labels)
+        overlay = Image.fromarray(plots.overlay(image, labels))
+        write_whole(overlay_file, overlay.save, format="PNG")  # overlay.save(tmp, format=...)
+    print(f"{len(paths)} label maps (VOC palette PNG) and overlays written to {args.out}")
     return 0
+
+
+def _result_paths(images: list[Path], out: Path, overwrite: bool) -> list[tuple[Path, Path]]:
+    """Where ``fcn predict`` writes each image's label map and overlay: ``OUT/<stem>.png`` and
+    ``OUT/<stem>_overlay.png``. Refused, naming the files, before anything is computed: an
+    ``OUT`` that holds an input image (``fcn predict imgs/ --out imgs/``: a result could
+    replace an image; even with ``--overwrite``), two results with one name (``a/photo.jpg
+    b/photo.jpg``, ``photo.jpg photo.png``), or results on existing files (an earlier run's)
+    without ``--overwrite``. (Each result is written whole and renamed into place: a link in
+    ``OUT`` is replaced, never the file it points to.)"""
+    for image in images:
+        if image.parent.resolve() == out.resolve():
+            raise ValueError(
+                f"--out {out} holds the input {image}, which a result could replace: pass an "
+                "--out folder apart from the images"
+            )
+    written: dict[Path, Path] = {}
+    for image in images:
+        for result in (out / f"{image.stem}.png", out / f"{image.stem}_overlay.png"):
+            if result in written:
+                raise ValueError(
+                    f"{written[result]} and {image} would both be predicted into {result}: give "
+                    "them separate --out folders (results are named by the image's stem)"
+                )
+            written[result] = image
+    existing = [result for result in written if result.exists()]
+    if existing and not overwrite:
+        listed = ", ".join(map(str, existing[:3])) + (" ..." if len(existing) > 3 else "")
+        raise FileExistsError(
+            f"{out} already holds {len(existing)} of the files this run would write ({listed}): "
+            "pass --overwrite to replace them, or another --out"
+        )
+    results = list(written)
+    return list(zip(results[::2], results[1::2]))
 
 
 def _cmd_models(args) -> int:
@@ -302,7 +344,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("predict", _cmd_predict, "write label PNGs (VOC palette) and overlays")
     p.add_argument("images", nargs="+", help="image files or folders")
-    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--out", required=True, help="output folder: OUT/<stem>.png and "
+                   "OUT/<stem>_overlay.png per image (never an input's name)")  # fmt: skip
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier run's results in --out (else refused)")  # fmt: skip
     p.add_argument("--model", help=f".keras model or a known name (default: {DEFAULT_MODEL}, "
                    "the paper's FCN-8s, downloaded and converted once)")  # fmt: skip
     p.add_argument(

@@ -1,15 +1,16 @@
 """The trained models ``fcn`` knows by name (the paper's four), in one registry.
 
 Pure data and paths: importing it imports nothing heavy, so ``fcn models`` lists them at once,
-with where each is kept (:func:`weights_dirs`, :func:`placed_model`). What a
-name is made of: the architecture (:data:`fcn.VARIANTS`), its classes, where the file comes
+with where each is kept ([`weights_dirs`][], [`placed_model`][]). What a
+name is made of: the architecture ([`fcn.VARIANTS`][]), its classes, where the file comes
 from and its checksum, the licence, how it was trained and the accuracy its authors published.
-:func:`fcn.load_model` turns a name into a model (:mod:`fcn.inference.model_files`: download,
+[`fcn.load_model`][] turns a name into a model ([`fcn.inference.model_files`][]: download,
 conversion, cache); ``fcn predict --model NAME`` and ``fcn demo`` read the same entries.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,10 +31,10 @@ class Preset:
     """One trained model known by name.
 
     Attributes:
-        name: what :func:`fcn.load_model`, ``fcn predict --model`` and ``fcn models`` call it.
-        variant: its :data:`fcn.VARIANTS` architecture.
+        name: what [`fcn.load_model`][], ``fcn predict --model`` and ``fcn models`` call it.
+        variant: its [`fcn.VARIANTS`][] architecture.
         classes: class count of its score layers (21: background and VOC's 20 objects).
-        caffemodel: the file name under :data:`CAFFE_MODELS_URL`.
+        caffemodel: the file name under [`CAFFE_MODELS_URL`][].
         md5: the file's MD5, or None where its authors publish none (the conversion still
             refuses a truncated file or one with other layers or shapes).
         licence: the licence its authors release it under.
@@ -93,7 +94,7 @@ PRESETS: dict[str, Preset] = {
 the same download; the accuracies are those of fcn.berkeleyvision.org's README."""
 
 DEFAULT_MODEL = "fcn8s-voc"
-"""The model :func:`fcn.load_model` (and ``fcn.predict``, ``fcn predict``) use when none is
+"""The model [`fcn.load_model`][] (and ``fcn.predict``, ``fcn predict``) use when none is
 given."""
 
 
@@ -108,8 +109,19 @@ def preset(name: str) -> Preset:
         'fcn16s'
     """
     if name not in PRESETS:
-        raise KeyError(f"no model called {name!r}; known models: {', '.join(PRESETS)}")
+        raise KeyError(f"no model called {name!r}; {known_names(name)}")
     return PRESETS[name]
+
+
+def known_names(name: str) -> str:
+    """The known models' names, and the closest to ``name`` (a mistyped one) if any is close.
+
+    Examples:
+        >>> known_names("fcn9s-voc")
+        'known models: fcn8s-voc, fcn16s-voc, fcn32s-voc, fcn8s-atonce-voc; did you mean fcn8s-voc?'
+    """
+    close = difflib.get_close_matches(name, PRESETS, n=1)
+    return f"known models: {', '.join(PRESETS)}" + (f"; did you mean {close[0]}?" if close else "")
 
 
 def cache_dir() -> Path:
@@ -124,7 +136,7 @@ def cache_dir() -> Path:
 
 
 def weights_dirs() -> list[Path]:
-    """Where :func:`fcn.load_model` looks for a known model's ``<name>.keras``, in order:
+    """Where [`fcn.load_model`][] looks for a known model's ``<name>.keras``, in order:
     ``$FCN_WEIGHTS_DIR``, ``./weights`` (the current folder's), and the per-user cache
     ``$KERAS_HOME/models/fcn`` (default ``~/.keras/models/fcn``). Nothing inside the installed
     package: site-packages is no place for a 500 MB model.
@@ -138,8 +150,8 @@ def weights_dirs() -> list[Path]:
 
 
 def placed_model(name: str) -> Path | None:
-    """The first ``<name>.keras`` in :func:`weights_dirs` (placed by hand, or converted there
-    on an earlier use), or None: :func:`fcn.load_model` would download it.
+    """The first ``<name>.keras`` in [`weights_dirs`][] (placed by hand, or converted there
+    on an earlier use), or None: [`fcn.load_model`][] would download it.
 
     Examples:
         >>> import tempfile
@@ -156,7 +168,7 @@ def placed_model(name: str) -> Path | None:
 
 
 def download_url(name: str) -> str:
-    """Where the known model ``name``'s Caffe file is downloaded from: :data:`CAFFE_MODELS_URL`,
+    """Where the known model ``name``'s Caffe file is downloaded from: [`CAFFE_MODELS_URL`][],
     or ``$FCN_MODELS_URL`` (a mirror, ending in ``/``) where set.
 
     Examples:

@@ -154,17 +154,95 @@ def test_predict_writes_palette_labels_and_overlays(model_file, tmp_path):
 
 def test_predict_user_errors(model_file, tmp_path):
     assert_user_error(
-        fcn_cli("predict", tmp_path / "missing.jpg", "--model", model_file, "--out", tmp_path),
-        "missing.jpg",
+        fcn_cli("predict", tmp_path / "missing.jpg", "--model", model_file, "--out",
+                tmp_path / "o"),
+        f"{tmp_path / 'missing.jpg'}: no such image file",
     )
     (tmp_path / "x.jpg").write_bytes(b"")
     closed = closed_url()  # the default model cannot come
     assert_user_error(
-        fcn_cli("predict", tmp_path / "x.jpg", "--out", tmp_path, cwd=tmp_path,
+        fcn_cli("predict", tmp_path / "x.jpg", "--out", tmp_path / "o", cwd=tmp_path,
                 env={"FCN_WEIGHTS_DIR": str(tmp_path), "KERAS_HOME": str(tmp_path / "k"),
                      "FCN_MODELS_URL": closed}),
         "fcn8s-heavy-pascal.caffemodel", closed, "fcn convert",
     )  # fmt: skip
+
+
+def _refused(capsys, *args) -> str:
+    """``fcn ARGS`` in-process: a one-line user error (status 2); returns the line."""
+    assert main([str(a) for a in args]) == 2
+    err = said(capsys.readouterr().err)
+    assert len(err) == 1 and err[0].startswith("fcn: error:"), err
+    return err[0]
+
+
+def _tree(folder) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}  # fmt: skip
+
+
+def test_predict_never_writes_two_results_under_one_name(model_file, tmp_path, capsys):
+    """Two images of one stem (in two folders, or two formats) would share a result: refused
+    naming both and the result, before any work (the --out folder is never made)."""
+    rng = np.random.default_rng(0)
+    for name in ("a/photo.jpg", "b/photo.jpg", "c/photo.png", "c/photo.jpg"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (20, 30, 3), np.uint8)).save(tmp_path / name)
+    out = tmp_path / "out"
+    for first, second in [("a/photo.jpg", "b/photo.jpg"), ("c/photo.jpg", "c/photo.png")]:
+        line = _refused(capsys, "predict", tmp_path / first, tmp_path / second, "--out", out,
+                        "--model", model_file)  # fmt: skip
+        both = f"{tmp_path / first} and {tmp_path / second} would both be predicted into "
+        assert both + f"{out / 'photo.png'}" in line and "separate --out" in line
+        assert not out.exists()
+    line = _refused(capsys, "predict", tmp_path / "c", "--out", out, "--model", model_file)
+    assert str(tmp_path / "c" / "photo.jpg") in line and str(tmp_path / "c" / "photo.png") in line
+
+
+def test_predict_never_overwrites_an_input_nor_an_earlier_run_unasked(model_file, tmp_path,
+                                                                      capsys):  # fmt: skip
+    """``fcn predict imgs/ --out imgs/`` where imgs/x.png is a user's image: refused (with
+    --overwrite too) naming it, every byte of imgs/ kept, also when an input is reached by a
+    link in --out; an --out holding an earlier run's results: refused naming them unless
+    --overwrite, which replaces them with this run's and nothing else."""
+    rng = np.random.default_rng(1)
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    for name in ("x.png", "x.jpg", "y.jpg"):
+        Image.fromarray(rng.integers(0, 256, (20, 30, 3), np.uint8)).save(imgs / name)
+    (tmp_path / "link.png").symlink_to(imgs / "x.png")
+    before = _tree(imgs)
+    for images, out in [([imgs], imgs), ([imgs / "y.jpg"], imgs / "." ),
+                        ([tmp_path / "link.png"], tmp_path)]:  # fmt: skip
+        for extra in ([], ["--overwrite"]):
+            line = _refused(capsys, "predict", *images, "--out", out, "--model", model_file,
+                            *extra)  # fmt: skip
+            assert f"--out {out} holds the input " in line and "apart from the images" in line
+    assert _tree(imgs) == before
+    out = tmp_path / "out"
+    args = ["predict", str(imgs / "y.jpg"), "--out", str(out), "--model", str(model_file)]
+    assert main(args) == 0
+    capsys.readouterr()
+    first = _tree(out)
+    assert sorted(first) == ["y.png", "y_overlay.png"]
+    (out / "y.png").write_bytes(b"the user's own")
+    (out / "notes.txt").write_text("kept")
+    line = _refused(capsys, "predict", imgs / "y.jpg", imgs / "x.jpg", "--out", out,
+                    "--model", model_file)  # fmt: skip
+    assert f"{out} already holds 2 of the files this run would write" in line
+    assert "--overwrite" in line and str(out / "y_overlay.png") in line
+    assert (out / "y.png").read_bytes() == b"the user's own"
+    assert main([*args, "--overwrite"]) == 0
+    capsys.readouterr()
+    assert _tree(out) == {**first, "notes.txt": b"kept"}  # this run's results, nothing else
+
+
+def test_predict_refuses_a_folder_without_images(model_file, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("no image")
+    line = _refused(capsys, "predict", tmp_path / "empty", "--out", tmp_path / "o",
+                    "--model", model_file)  # fmt: skip
+    assert f"{tmp_path / 'empty'}: no images in this folder" in line
 
 
 def test_evaluate_prints_table_and_writes_json_and_plot(model_file, tmp_path):

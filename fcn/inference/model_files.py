@@ -1,16 +1,16 @@
 """Model files: a known model's file (downloaded and converted once), where a default model is
 looked for, its checksum, and safe loading.
 
-The one place that opens a ``.keras`` file for inference: :func:`load_model` (``fcn.predict``,
+The one place that opens a ``.keras`` file for inference: [`load_model`][] (``fcn.predict``,
 ``fcn.evaluate`` through the CLI, the demo) deserialises in Keras' safe mode (no arbitrary
 code: the FCN has no Lambda layers) and checks the file against a ``SHA256SUMS`` beside it. (A
 resumed training run builds its model from its recorded settings and reads only the values of
-its checkpoint: :func:`fcn.train`.)
+its checkpoint: [`fcn.train`][].)
 
-The models known by name are :data:`fcn.presets.PRESETS` (the paper's trained VOC models, released
+The models known by name are [`fcn.presets.PRESETS`][] (the paper's trained VOC models, released
 as Caffe files): by name (``load_model("fcn8s-voc")``) the file is downloaded once from the authors'
 address into Keras' cache (resumable, MD5-checked where a checksum is published), converted once
-(:func:`fcn.convert_caffe`) and kept as ``<name>.keras`` in the cache's ``fcn`` folder.
+([`fcn.convert_caffe`][]) and kept as ``<name>.keras`` in the cache's ``fcn`` folder.
 """
 
 from __future__ import annotations
@@ -32,13 +32,14 @@ from fcn.presets import (
     PRESETS,
     cache_dir,
     download_url,
+    known_names,
     placed_model,
     preset,
 )
 
 DEFAULT_MODEL_FILE = f"{DEFAULT_MODEL}.keras"
-"""Its file name: a model trained or converted by hand and placed in :func:`weights_dirs`
-wins over the download."""
+"""Its file name: a model trained or converted by hand and placed in
+[`weights_dirs`][fcn.presets.weights_dirs] wins over the download."""
 
 
 class ModelUnavailableError(RuntimeError):
@@ -55,7 +56,7 @@ CHECKSUM_FILE = "SHA256SUMS"
 
 
 def check_sum(path: str | os.PathLike) -> None:
-    """Compare ``path`` with its line in the :data:`CHECKSUM_FILE` beside it, if it has one.
+    """Compare ``path`` with its line in the [`CHECKSUM_FILE`][] beside it, if it has one.
 
     Raises:
         ValueError: the file's SHA-256 differs from the listed one (damaged or replaced).
@@ -88,14 +89,18 @@ def check_sum(path: str | os.PathLike) -> None:
 def _existing(path: str | os.PathLike) -> Path:
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"model file not found: {path}")
+        raise FileNotFoundError(
+            f"{path}: model file not found, and no known model has that name "
+            f"({known_names(str(path))}; fcn models describes them)"
+        )
     check_sum(path)
     return path
 
 
 def known_model_path(name: str) -> Path:
     """The ``.keras`` file of the known model ``name``: the first ``<name>.keras`` in
-    :func:`weights_dirs`, else downloaded and converted into ``cache_dir() / "fcn"``.
+    [`weights_dirs`][fcn.presets.weights_dirs], else downloaded and converted into
+    ``cache_dir() / "fcn"``.
 
     Raises:
         ModelUnavailableError: not cached and the download failed (offline, a wrong checksum):
@@ -136,8 +141,8 @@ def known_model_path(name: str) -> Path:
 
 
 def default_model_path() -> Path:
-    """The first :data:`DEFAULT_MODEL_FILE` in :func:`weights_dirs`, else the known
-    :data:`DEFAULT_MODEL` downloaded and converted (:func:`known_model_path`).
+    """The first [`DEFAULT_MODEL_FILE`][] in [`weights_dirs`][fcn.presets.weights_dirs], else the
+    known [`DEFAULT_MODEL`][] downloaded and converted ([`known_model_path`][]).
 
     Examples:
         >>> import tempfile
@@ -156,13 +161,13 @@ def load_model(
     path: str | os.PathLike | None = None, *, precision: Precision | None = None
 ) -> keras.Model:
     """Load a ``.keras`` FCN for inference: safe mode, checksum checked, every kernel written
-    in place (:func:`fcn.initialize.load_keras_in_place`: no second copy of the weights).
+    in place ([`fcn.initialize.load_keras_in_place`][]: no second copy of the weights).
 
     Args:
-        path: a ``.keras`` file, the name of a :data:`fcn.presets.PRESETS` model (``"fcn8s-voc"``:
-            downloaded and converted on first use), or None: :func:`default_model_path`.
+        path: a ``.keras`` file, the name of a [`fcn.presets.PRESETS`][] model (``"fcn8s-voc"``:
+            downloaded and converted on first use), or None: [`default_model_path`][].
         precision: None (the model as the file has it), ``"float32"``, ``"bfloat16"`` or
-            ``"auto"`` (:mod:`fcn.inference.precision`): the model is built in that precision
+            ``"auto"`` ([`fcn.inference.precision`][]): the model is built in that precision
             and each weight read from the file into it, so no float32 copy of a bf16 model
             ever exists.
 

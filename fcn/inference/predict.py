@@ -153,6 +153,23 @@ def _model_in(model, precision: Precision) -> keras.Model:
     return load_model(model, precision=precision)
 
 
+def expand_images(
+    items: Iterable[str | os.PathLike] | str | os.PathLike,
+) -> Iterator[Path]:
+    """Each of ``items`` (or ``items`` itself) as a path, a folder standing for the images
+    directly in it ([`list_images`][fcn.inference.predict.list_images]); lazily, in order.
+
+    Examples:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> for name in ("b.png", "a.jpg"): (folder / name).touch()
+        >>> [path.name for path in expand_images([folder / "b.png", folder])]
+        ['b.png', 'a.jpg', 'b.png']
+    """
+    for item in [items] if isinstance(items, (str, os.PathLike)) else items:
+        yield from list_images(item) if os.path.isdir(item) else [Path(item)]
+
+
 def list_images(folder: str | os.PathLike) -> list[Path]:
     """Image files directly in ``folder``, sorted by name.
 
@@ -188,8 +205,6 @@ def predict_files(
         >>> [(path.name, labels.shape) for path, labels in predict_files(folder, model)]
         [('a.png', (40, 60))]
     """
-    if isinstance(paths, (str, os.PathLike)) and Path(paths).is_dir():
-        paths = list_images(paths)
     model = _model_in(model, precision)
-    for path in paths:
-        yield Path(path), _predict_one(model, path, False, max_pixels, margin)
+    for path in expand_images(paths):
+        yield path, _predict_one(model, path, False, max_pixels, margin)
