@@ -42,20 +42,42 @@ def block_label(y: np.ndarray, x: np.ndarray) -> np.ndarray:
     return ((y // BLOCK) * 7 + (x // BLOCK) * 3) % 20 + 1
 
 
-def assert_aligned(image: np.ndarray, label: np.ndarray) -> None:
-    """Every label pixel is the block label at the image-encoded coordinate (+-3 px)."""
-    pad = (image == MEAN_RGB).all(axis=-1) & (label == IGNORE_LABEL)
-    assert ((label == IGNORE_LABEL) == pad).all(), "void only where the mean colour pads"
-    x = image[..., 0].astype(float) * (W - 1) / 255
-    y = image[..., 1].astype(float) * (H - 1) / 255
-    assert (image[..., 2][~pad] == 0).all()
-    ok = pad.copy()
-    for dy in (-3, 0, 3):
-        for dx in (-3, 0, 3):
-            yy = np.clip(np.round(y + dy), 0, H - 1).astype(int)
-            xx = np.clip(np.round(x + dx), 0, W - 1).astype(int)
-            ok |= block_label(yy, xx) == label
-    assert ok.all(), f"{(~ok).sum()} of {ok.size} label pixels do not match their image pixel"
+RAMP, SIDE = 8, 32
+"""Image value per pixel of the coordinate ramps of :func:`identity_pair` (uint8 holds 32
+pixels at 1/8 px resolution), and their side."""
+
+
+def identity_pair(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pair ``n`` of a set whose pairs tell themselves apart: the image's red and green are
+    its x and y (RAMP per pixel), its blue the pair's number (:func:`pair_number` reads it
+    back; never MEAN_RGB's blue), and the label a random table of classes 1..20 of its own."""
+    y, x = np.mgrid[0:SIDE, 0:SIDE]
+    image = np.dstack([RAMP * x, RAMP * y, np.full_like(x, 10 + 40 * n)]).astype(np.uint8)
+    table = np.random.default_rng(n).integers(1, 21, (SIDE, SIDE)).astype(np.uint8)
+    return image, table
+
+
+def pair_number(blue: int) -> int:
+    assert (blue - 10) % 40 == 0, blue
+    return (blue - 10) // 40
+
+
+def assert_aligned(image: np.ndarray, label: np.ndarray, tables: list[np.ndarray]) -> int:
+    """A crop of an :func:`identity_pair`: void exactly where the mean colour pads; one pair's
+    number in every image pixel; and each labelled pixel whose image-encoded coordinate is
+    clear of a tie between two source pixels holds that pair's table there, exactly. Returns
+    the pair's number."""
+    pad = label == IGNORE_LABEL
+    assert ((image == MEAN_RGB).all(axis=-1) == pad).all(), "void only where the mean pads"
+    (blue,) = np.unique(image[..., 2][~pad])  # one pair: every image pixel says which
+    table = tables[pair_number(int(blue))]
+    x, y = image[..., 0] / RAMP, image[..., 1] / RAMP
+    clear = (np.abs(x - np.rint(x)) < 0.3) & (np.abs(y - np.rint(y)) < 0.3) & ~pad
+    source = table[np.clip(np.rint(y), 0, SIDE - 1).astype(int),
+                   np.clip(np.rint(x), 0, SIDE - 1).astype(int)]  # fmt: skip
+    np.testing.assert_array_equal(label[clear], source[clear])
+    assert clear.sum() >= 0.1 * (~pad).sum(), "a real check: a tenth of the labels or more"
+    return pair_number(int(blue))
 
 
 def write_pairs(folder: Path, pairs: list[tuple[np.ndarray, np.ndarray]]) -> SegmentationFiles:
@@ -71,14 +93,21 @@ def write_pairs(folder: Path, pairs: list[tuple[np.ndarray, np.ndarray]]) -> Seg
 
 
 def test_augmentation_keeps_image_and_label_aligned(tmp_path):
-    image, label = coordinate_pair()
-    augment = Augmenter(crop_size=256, scale_range=(0.5, 2.0))
+    """Through the augmenter and through tf.data (decoding, parallel augmentation, shuffling,
+    batching) each crop's label is its own image's, pixel for pixel: six pairs that tell
+    themselves apart, every one seen once per epoch."""
+    pairs = [identity_pair(n) for n in range(6)]
+    tables = [table for _, table in pairs]
+    augment = Augmenter(crop_size=24, scale_range=(0.5, 2.0))
     for seed in range(30):
-        assert_aligned(*augment(image, label, seed))
-    files = write_pairs(tmp_path, [coordinate_pair()] * 4)
-    for images, labels in train_dataset(files, crop_size=256, batch_size=2, seed=0, jitter=False):
-        for im, lab in zip(images.numpy(), labels.numpy(), strict=True):
-            assert_aligned(im, lab)
+        assert assert_aligned(*augment(*pairs[seed % 6], seed), tables) == seed % 6
+    files = write_pairs(tmp_path, pairs)
+    dataset = train_dataset(files, crop_size=24, batch_size=2, seed=0, jitter=False)
+    for _ in range(2):  # two epochs
+        seen = [assert_aligned(image, label, tables)
+                for images, labels in dataset
+                for image, label in zip(images.numpy(), labels.numpy(), strict=True)]  # fmt: skip
+        assert sorted(seen) == list(range(6)), seen
 
 
 def test_flip_and_scale_really_happen():
