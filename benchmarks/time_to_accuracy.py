@@ -245,7 +245,7 @@ def torch_worker(args) -> dict:
         skip_kernel_lr_mults,
         stable_rate_factor,
     )
-    from fcn.training.train import _recipe, input_fn
+    from fcn.training.train import input_fn
 
     torch.set_num_threads(os.cpu_count())
     clock = Clock(args.minutes, args.every)
@@ -254,7 +254,7 @@ def torch_worker(args) -> dict:
     precision = config.mixed_precision
     precision = auto_mixed_precision() if precision == "auto" else precision
     bf16 = precision == "mixed_bfloat16"
-    recipe = _recipe(config)
+    recipe = config.effective_recipe()
     train_ids, holdout_ids = split(args.voc)
     files, holdout = voc_pairs(args.voc, train_ids), voc_pairs(args.voc, holdout_ids)
 

@@ -27,7 +27,7 @@ from fcn.data.augment import Augmenter
 from fcn.data.decode import read_image, read_label, read_pair
 from fcn.data.errors import DataError
 from fcn.metrics import ConfusionMatrix
-from fcn.training.config import INTEGERS, LIMITS, TrainConfig
+from fcn.training.config import TrainConfig
 from fcn.training.recipes import RECIPES
 from fcn.training.train import _check_batches, input_fn
 
@@ -249,13 +249,18 @@ def test_label_files_read_as_their_indices_or_are_refused_naming_the_file(classe
             np.testing.assert_array_equal(read_label(path, classes), label)
 
 
-@given(st.sampled_from(sorted(LIMITS)), st.data())
+RANGES = {f.name: f.metadata["range"] for f in dataclasses.fields(TrainConfig)
+          if "range" in f.metadata}  # fmt: skip
+"""Each numeric setting's range, from its field."""
+
+
+@given(st.sampled_from(sorted(RANGES)), st.data())
 def test_every_out_of_range_setting_is_refused_naming_it(name, data):
-    low, high, _ = LIMITS[name]
+    low, high, _, whole = RANGES[name]
     choices = [st.floats(-1e9, low, exclude_max=True)]
     if high < 2**30:
         choices.append(st.floats(high, 1e12, exclude_min=True))
-    if name in INTEGERS:
+    if whole:
         choices.append(st.integers(int(low), int(min(high, 1e6))).map(lambda v: v + 0.5))
     value = data.draw(st.one_of(choices))
     with pytest.raises(ValueError, match=rf"^{name}="):

@@ -23,7 +23,7 @@ from fcn.training.loop import train_step
 from fcn.training.loss import segmentation_loss
 from fcn.training.optimizer import CaffeSGD, recipe_optimizer
 from fcn.training.recipes import RECIPES
-from fcn.training.train import _recipe, compile_for_training, input_fn
+from fcn.training.train import compile_for_training, input_fn
 
 TINY_RUN = dict(weights=None, width=1 / 16, num_classes=3, verbose=0)
 
@@ -284,9 +284,9 @@ def test_without_a_batch_size_each_replica_gets_the_recipes_batch(replicas):
     """The default batch is per replica (2 crops of the practical recipe, one whole image of the
     paper's on each), so the defaults split over any number of GPUs; a given batch_size is the
     global batch."""
-    assert _recipe(TrainConfig(), replicas).batch_size == 2 * replicas
-    assert _recipe(TrainConfig(recipe="paper"), replicas).batch_size == replicas
-    assert _recipe(TrainConfig(batch_size=8), replicas).batch_size == 8
+    assert TrainConfig().effective_recipe(replicas).batch_size == 2 * replicas
+    assert TrainConfig(recipe="paper").effective_recipe(replicas).batch_size == replicas
+    assert TrainConfig(batch_size=8).effective_recipe(replicas).batch_size == 8
 
 
 def test_each_input_pipeline_reads_its_own_shard_of_the_files(shapes):

@@ -1,21 +1,25 @@
 """``TrainConfig``: every data-independent setting of [`fcn.train`][], in one place.
 
-Each field carries its default and its help text (``metadata["help"]``, with units) once:
-[`fcn.train`][] takes the fields as keyword overrides and ``fcn train`` builds its options
-from them (``metadata["choices"]``: the allowed values; ``metadata["cli"] = False``: no
-command-line option).
+Each field carries its default, its help text (``metadata["help"]``, with units) and, if it is
+a number, its range (``metadata["range"]``, a [`Range`][]) once: [`fcn.train`][] takes the
+fields as keyword overrides and ``fcn train`` builds its options from them
+(``metadata["choices"]``: the allowed values; ``metadata["cli"] = False``: no command-line
+option). A recipe ([`fcn.training.recipes`][]) is a named set of defaults for the fields
+marked ``metadata["recipe"]``, where None stands for the recipe's value
+([`TrainConfig.effective_recipe`][]).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 from fcn.classes import IGNORE_LABEL, NUM_CLASSES
 from fcn.layout import VARIANTS, VGG_BLOCKS
-from fcn.training.recipes import RECIPES
+from fcn.training.recipes import RECIPES, Recipe
 
 STATE_FILE = "state.json"
 """The run's state in ``run_dir`` ([`fcn.training.checkpoint`][]: epochs, history, these
@@ -29,13 +33,42 @@ MIXED_PRECISION_POLICIES: tuple[str, ...] = ("auto", "mixed_float16", "mixed_bfl
 """The Keras mixed-precision policies [`fcn.train`][] accepts (logits stay float32)."""
 
 
+class Range(NamedTuple):
+    """The values of a numeric [`TrainConfig`][] field (its ``metadata["range"]``): ``low`` to
+    ``high``, both included, whole numbers alone where ``whole`` (``2.0`` is one); ``what``
+    says so in words.
+
+    Examples:
+        >>> Range(1, 2**20, "a whole number >= 1", whole=True).check("accumulate", 0)
+        Traceback (most recent call last):
+        ...
+        ValueError: accumulate=0: must be a whole number >= 1
+    """
+
+    low: float
+    high: float
+    what: str
+    whole: bool = False
+
+    def check(self, name: str, value: Any) -> None:
+        """Raise TypeError unless ``value`` (of the field ``name``) is a number or None, and
+        ValueError unless it is in this range."""
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} must be a number, got {value!r}")
+        if not (self.low <= value <= self.high) or (self.whole and value != int(value)):
+            raise ValueError(f"{name}={value!r}: must be {self.what}")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """How to train: the model, the recipe and its overrides, and the run.
 
-    Every field's default and help text (with units) are below, ``metadata["help"]``;
-    ``fcn train --help`` prints them. ``verbose`` has no command-line option (``fcn train``
-    keeps Keras' ``"auto"``). The values of fields with ``metadata["choices"]`` are checked.
+    Every field's default, help text (with units) and range are below, in its ``metadata``;
+    ``fcn train --help`` prints the help. ``verbose`` has no command-line option (``fcn train``
+    keeps Keras' ``"auto"``). The values of fields with ``metadata["choices"]`` or
+    ``metadata["range"]`` are checked.
 
     Examples:
         >>> TrainConfig(epochs=2).epochs
@@ -68,20 +101,25 @@ class TrainConfig:
         default=1.0,
         metadata={"resume": "fixed",
                   "help": "channel multiplier of the VGG body and fc6/fc7 (1.0: the paper's "
-                  "net; smaller only with weights none: fast tests and demos)"},
+                  "net; smaller only with weights none: fast tests and demos)",
+                  "range": Range(1e-9, float("inf"),
+                                 "a positive channel multiplier of the paper's net")},
     )  # fmt: skip
     dropout: float = field(
         default=0.5,
         metadata={"resume": "fixed",
                   "help": "dropout rate after fc6 and fc7 (0.5: the paper's; 0 makes a step "
-                  "deterministic, e.g. to compare runs)"},
+                  "deterministic, e.g. to compare runs)",
+                  "range": Range(0.0, 0.999999, "in [0, 1): a dropout rate")},
     )  # fmt: skip
     num_classes: int | None = field(
         default=None,
         metadata={"resume": "fixed",
                   "help": "output classes, background included (default: as many as the "
                   f"class names, else {NUM_CLASSES}: VOC); labels must lie in 0..num_classes-1 "
-                  "or be 255 (void)"},
+                  "or be 255 (void)",
+                  "range": Range(1, IGNORE_LABEL, f"a whole number in 1..{IGNORE_LABEL}: labels "
+                                 f"are uint8 and {IGNORE_LABEL} is void", whole=True)},
     )  # fmt: skip
     class_names: Sequence[str] | str | os.PathLike | None = field(
         default=None,
@@ -97,44 +135,60 @@ class TrainConfig:
                   "images, batch, optimiser and learning-rate schedule", "choices": tuple(RECIPES)},
     )  # fmt: skip
     epochs: int = field(
-        default=50, metadata={"help": "total epochs, counting those done before a resume"}
-    )
+        default=50,
+        metadata={"help": "total epochs, counting those done before a resume",
+                  "range": Range(0, 2**31, "a whole number >= 0 (0 builds, checkpoints and "
+                                 "trains nothing)", whole=True)},
+    )  # fmt: skip
     steps_per_epoch: int | None = field(
         default=None,
-        metadata={"help": "batches per epoch (default: one pass over the training files)"},
-    )
+        metadata={"help": "batches per epoch (default: one pass over the training files)",
+                  "range": Range(1, 2**31, "a whole number >= 1, or None for one pass over the "
+                                 "files", whole=True)},
+    )  # fmt: skip
     crop_size: int | None = field(
         default=None,
-        metadata={"help": "side of the square training crops, in pixels (default: the "
-                  "recipe's)"},
+        metadata={"recipe": True,
+                  "help": "side of the square training crops, in pixels (default: the "
+                  "recipe's)",
+                  "range": Range(1, 2**16, "a whole number of pixels >= 1", whole=True)},
     )  # fmt: skip
     batch_size: int | None = field(
         default=None,
-        metadata={"help": "global batch in crops (whole images for the paper recipe) per "
+        metadata={"recipe": True,
+                  "help": "global batch in crops (whole images for the paper recipe) per "
                   "optimiser update before accumulation, split across replicas (default: the "
-                  "recipe's per replica: 2 crops per replica for practical)"},
+                  "recipe's per replica: 2 crops per replica for practical)",
+                  "range": Range(1, 2**20, "a whole number >= 1", whole=True)},
     )  # fmt: skip
     learning_rate: float | None = field(
         default=None,
-        metadata={"help": "base learning rate for the loss averaged over labelled pixels "
-                  "(default: the recipe's)"},
+        metadata={"recipe": True,
+                  "help": "base learning rate for the loss averaged over labelled pixels "
+                  "(default: the recipe's)",
+                  "range": Range(1e-300, float("inf"), "a positive number")},
     )  # fmt: skip
     augment: bool | None = field(
         default=None,
-        metadata={"help": "random rescaling by 0.5-2x before cropping (default: the recipe's)"},
-    )
+        metadata={"recipe": True,
+                  "help": "random rescaling by 0.5-2x before cropping; a crop's position and "
+                  "horizontal flip are random either way (default: the recipe's)"},
+    )  # fmt: skip
     frozen_blocks: int | None = field(
         default=None,
-        metadata={"resume": "fixed",
+        metadata={"resume": "fixed", "recipe": True,
                   "help": "the first VGG blocks (0-5) whose convolutions stay as initialised: "
                   "not trained, and no backward pass through them (default: the recipe's; "
-                  "only with pretrained weights)"},
+                  "only with pretrained weights)",
+                  "range": Range(0, len(VGG_BLOCKS), "a whole number of VGG blocks in "
+                                 f"0..{len(VGG_BLOCKS)}", whole=True)},
     )  # fmt: skip
     accumulate: int = field(
         default=1,
         metadata={"resume": "fixed",
                   "help": "batches whose gradients are averaged per optimiser update: an "
-                  "effective batch of accumulate x batch_size in the memory of one"},
+                  "effective batch of accumulate x batch_size in the memory of one",
+                  "range": Range(1, 2**20, "a whole number >= 1", whole=True)},
     )  # fmt: skip
     mixed_precision: str | None = field(
         default="auto",
@@ -159,12 +213,15 @@ class TrainConfig:
         metadata={"help": "seed of the data order and augmentation (none: fresh randomness)"},
     )
     val_every: int = field(
-        default=1, metadata={"help": "epochs between two evaluations on the validation files"}
-    )
+        default=1,
+        metadata={"help": "epochs between two evaluations on the validation files",
+                  "range": Range(1, 2**31, "a whole number >= 1", whole=True)},
+    )  # fmt: skip
     val_max_pixels: int | None = field(
         default=None,
-        metadata={"help": "pixels per evaluation forward pass (default: fcn.evaluate's)"},
-    )
+        metadata={"help": "pixels per evaluation forward pass (default: fcn.evaluate's)",
+                  "range": Range(1, 2**40, "a whole number >= 1", whole=True)},
+    )  # fmt: skip
     init_from: str | os.PathLike | None = field(
         default=None,
         metadata={"resume": "fixed",
@@ -185,14 +242,27 @@ class TrainConfig:
             value = getattr(self, f.name)
             if choices is not None and value is not None and value not in choices:
                 raise ValueError(f"unknown {f.name} {value!r}; choose one of {', '.join(choices)}")
-        for name, (low, high, what) in LIMITS.items():
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"{name} must be a number, got {value!r}")
-            if not (low <= value <= high) or (name in INTEGERS and value != int(value)):
-                raise ValueError(f"{name}={value!r}: must be {what}")
+        for f in fields(self):
+            if "range" in f.metadata:
+                f.metadata["range"].check(f.name, getattr(self, f.name))
+
+    def effective_recipe(self, replicas: int = 1) -> Recipe:
+        """The recipe this config trains with: [`RECIPES`][fcn.training.recipes.RECIPES]'s
+        ``recipe`` with this config's value of each field marked ``metadata["recipe"]`` where it
+        is not None; without a ``batch_size``, the recipe's batch on each of ``replicas`` (2
+        crops per replica for ``practical``, one whole image per replica for ``paper``).
+
+        Examples:
+            >>> TrainConfig().effective_recipe(replicas=4).batch_size
+            8
+            >>> recipe = TrainConfig(learning_rate=0.01, batch_size=3).effective_recipe(replicas=4)
+            >>> recipe.crop_size, recipe.batch_size, recipe.learning_rate, recipe.momentum
+            (320, 3, 0.01, 0.9)
+        """
+        recipe = RECIPES[self.recipe]
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.metadata.get("recipe")}
+        own["batch_size"] = own["batch_size"] or recipe.batch_size * replicas
+        return dataclasses.replace(recipe, **{k: v for k, v in own.items() if v is not None})
 
     def to_json(self) -> dict:
         """The settings that make a run (every field but ``run_dir``, ``resume`` and
@@ -269,27 +339,6 @@ def describe(changed: list[tuple[str, Any, Any]], whose: str) -> str:
 
 CALL_ONLY: tuple[str, ...] = ("run_dir", "resume", "verbose")
 """TrainConfig fields that belong to one call, not to the run: never recorded or compared."""
-
-INTEGERS = frozenset(
-    {"epochs", "steps_per_epoch", "crop_size", "batch_size", "accumulate", "num_classes",
-     "val_every", "val_max_pixels", "frozen_blocks"}
-)  # fmt: skip
-LIMITS: dict[str, tuple[float, float, str]] = {
-    "width": (1e-9, float("inf"), "a positive channel multiplier of the paper's net"),
-    "dropout": (0.0, 0.999999, "in [0, 1): a dropout rate"),
-    "num_classes": (1, IGNORE_LABEL, f"a whole number in 1..{IGNORE_LABEL}: labels are uint8 "
-                    f"and {IGNORE_LABEL} is void"),
-    "epochs": (0, 2**31, "a whole number >= 0 (0 builds, checkpoints and trains nothing)"),
-    "steps_per_epoch": (1, 2**31, "a whole number >= 1, or None for one pass over the files"),
-    "crop_size": (1, 2**16, "a whole number of pixels >= 1"),
-    "batch_size": (1, 2**20, "a whole number >= 1"),
-    "learning_rate": (1e-300, float("inf"), "a positive number"),
-    "accumulate": (1, 2**20, "a whole number >= 1"),
-    "frozen_blocks": (0, len(VGG_BLOCKS), f"a whole number of VGG blocks in 0..{len(VGG_BLOCKS)}"),
-    "val_every": (1, 2**31, "a whole number >= 1"),
-    "val_max_pixels": (1, 2**40, "a whole number >= 1"),
-}  # fmt: skip
-"""The range of each numeric field (inclusive) and how to say it."""
 
 
 def _jsonable(value):
