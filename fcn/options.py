@@ -29,4 +29,6 @@ an ``.onnx`` file."""
 Output = Literal["labels", "logits"]
 
 OUTPUTS: tuple[str, ...] = get_args(Output)
-"""What an exported model returns, and the name of its output."""
+"""What a forward pass returns (``output=`` of [`fcn.inference.streamed.compiled_forward`][],
+[`fcn.inference.tiling.predict_tiled`][] and [`fcn.export_model`][]; an exported model's
+output is named after it): class labels, or float32 logits."""

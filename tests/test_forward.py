@@ -2,10 +2,12 @@
 memory, for exactly the models whose graph is their published Topology."""
 
 import ctypes.util
+import gc
 import json
 import subprocess
 import sys
 import textwrap
+import weakref
 from pathlib import Path
 
 import keras
@@ -15,6 +17,7 @@ from conftest import TINY, clear_of_ties, network_tolerance, randomize
 
 from fcn import build_model
 from fcn.inference import budget, streamed
+from fcn.inference.precision import in_precision
 from fcn.inference.streamed import compiled_forward, streams
 from fcn.layout import VARIANTS
 from fcn.model import topology, topology_of
@@ -104,6 +107,31 @@ def test_no_pixels_run_no_kernel(tiny_fcn8s):
     assert run(np.zeros((0, 64, 64, 3), np.uint8)).shape == (0, 64, 64, 21)
     assert labels(np.zeros((1, 0, 601, 3), np.uint8)).shape == (1, 0, 601)
     assert labels(np.zeros((2, 5, 0, 3), np.float32)).dtype == np.uint8
+
+
+def test_a_bfloat16_band_holds_twice_the_rows_of_a_float32_one(tiny_fcn8s):
+    """Bands are sized in each layer's bytes per value: conv1_1's output rows of a bfloat16
+    trunk take 2 bytes a value, so a band of BAND_BYTES holds twice the input rows."""
+    width, filters = 300, tiny_fcn8s.get_layer("conv1_1").filters
+    padded = width + 2 * streamed._streamed(tiny_fcn8s).pad
+    for model, value_bytes in ((tiny_fcn8s, 4), (in_precision(tiny_fcn8s, "bfloat16"), 2)):
+        _, chunk = streamed._streamed(model).band_rows(1, width)
+        assert int(chunk) == budget.BAND_BYTES // (padded * filters * value_bytes)
+
+
+def test_the_streamed_caches_let_their_model_go(monkeypatch):
+    """A model's streamed form and forward functions are kept while it lives and go with it:
+    a model its user drops is freed, also after its function ran streamed and whole."""
+    model = build_model("fcn8s", weights=None, width=TINY)
+    forward, images = compiled_forward(model, "labels"), np.zeros((1, 40, 60, 3), np.uint8)
+    forward(images)  # streamed (always_stream)
+    monkeypatch.setattr(budget, "WHOLE_PIXELS", 10**9)
+    forward(images)  # whole: the Keras model traced into the function
+    assert model in streamed._STREAMED and model in streamed._FORWARDS
+    gone = weakref.ref(model)
+    del model, forward
+    gc.collect()
+    assert gone() is None  # and so are its entries (weak keys)
 
 
 def test_other_models_run_whole():

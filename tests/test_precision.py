@@ -3,6 +3,9 @@ that runs, bf16 results within bf16's rounding of float32's, and the entry point
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import keras
 import numpy as np
 import pytest
@@ -15,7 +18,7 @@ import fcn
 import fcn.device
 from fcn.cli import main
 from fcn.device import BF16_CPU_FLAGS, CPU_FLAGS, native_bf16, resolve_precision
-from fcn.inference.precision import in_precision, model_precision, trunk_layers
+from fcn.inference.precision import _COPIES, in_precision, model_precision, trunk_layers
 from fcn.inference.streamed import compiled_forward
 
 BF16_UNIT_ROUNDOFF = 2.0**-8
@@ -134,12 +137,25 @@ def test_bf16_labels_are_float32s_wherever_float32_is_clear_of_bf16_rounding(
     np.testing.assert_array_equal(labels[clear], reference.argmax(-1)[clear])
 
 
+def test_a_models_copy_in_another_precision_goes_with_it():
+    """The copy is kept while its model lives and freed with it (collected once the model's
+    entry is gone: a second collection)."""
+    model = fcn.build_model("fcn8s", weights=None, width=TINY)
+    copy = weakref.ref(in_precision(model, "bfloat16"))
+    assert model in _COPIES and copy() is in_precision(model, "bfloat16")
+    gone = weakref.ref(model)
+    del model
+    gc.collect()
+    gc.collect()
+    assert gone() is None and copy() is None
+
+
 def test_load_model_converts_on_load_and_holds_the_weights_once(tiny_fcn8s, tmp_path):
     path = tmp_path / "tiny.keras"
     tiny_fcn8s.save(path)
     model = fcn.load_model(path, precision="bfloat16")  # read straight into bf16 variables
     assert model_precision(model) == "bfloat16"
-    assert "_fcn_precision" not in model.__dict__  # no float32 model behind it
+    assert model not in _COPIES  # no float32 model behind it
     copy = in_precision(tiny_fcn8s, "bfloat16")  # the same values as a copy's
     for read, copied in zip(model.weights, copy.weights):
         assert read.dtype == copied.dtype

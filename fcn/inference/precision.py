@@ -10,14 +10,16 @@ weights and sums, so the scores are compared in float32. The trunk holds nearly 
 weights.
 
 [`in_precision`][] gives the model to run: the model itself where it already computes in that
-precision, else a copy of it in that precision. A copy is made once per model (cached on it,
-outside Keras' attribute tracking) and takes the model's current weights at every call, so a
+precision, else a copy of it in that precision. A copy is made once per model (and goes when
+the model does) and takes the model's current weights at every call, so a
 model that trains between evaluations is evaluated with its new weights. [`fcn.load_model`][]
 with ``precision=`` builds the model in that precision and reads each weight from the file into
 it ([`set_precision`][]): no float32 copy ever exists.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import keras
 import tensorflow as tf
@@ -81,6 +83,11 @@ def model_precision(model: keras.Model) -> str:
     return "mixed"
 
 
+_COPIES: weakref.WeakKeyDictionary[keras.Model, dict[str, tuple]] = weakref.WeakKeyDictionary()
+"""Each model's copies by dtype, with the function that gives a copy the model's weights; an
+entry goes with its model (a copy holds none of the model, only its variables)."""
+
+
 def _copy_in(model: keras.Model, dtype: str) -> keras.Model:
     """``model``'s architecture with the trunk in ``dtype`` and every other layer in float32."""
     config = model.get_config()
@@ -113,7 +120,7 @@ def in_precision(model: keras.Model, precision: Precision | None = "auto") -> ke
     dtype = resolve_precision(precision)
     if model_precision(model) == dtype:
         return model
-    copies = model.__dict__.setdefault("_fcn_precision", {})
+    copies = _COPIES.setdefault(model, {})
     if dtype not in copies:
         copy = _copy_in(model, dtype)
         pairs = list(zip(model.weights, copy.weights))

@@ -33,8 +33,8 @@ whole, with a warning that says why and what it costs (its default pixel budget 
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Callable
-from typing import Literal
 
 import keras
 import numpy as np
@@ -44,8 +44,7 @@ from fcn.conv_gradients import conv2d
 from fcn.inference import budget
 from fcn.layers import LeanConv2D, Scale, class_labels, label_dtype
 from fcn.model import Topology, topology_of
-
-Output = Literal["logits", "labels"]
+from fcn.options import Output
 
 
 def _is_pool(layer) -> bool:
@@ -81,6 +80,11 @@ def _output_size(layer, size):
     if _is_conv(layer) and layer.padding == "valid":
         return size - layer.kernel_size[0] + 1
     return size
+
+
+def _value_bytes(layer) -> int:
+    """Bytes per value of ``layer``'s output: its compute dtype's (2 in bfloat16, 4 in float32)."""
+    return tf.as_dtype(layer.compute_dtype).size
 
 
 def _row_padding(layer) -> int:
@@ -261,21 +265,43 @@ class _StreamedFCN:
         bottom = hi - lo - top - (stop - first)
         return tf.pad(rows, [[0, 0], [top, bottom], [pad, pad], [0, 0]])
 
+    def widths(self, width) -> list:
+        """The columns each layer of the chain reads, for images ``width`` columns wide."""
+        widths = [width + 2 * self.pad]
+        for layer in self.chain[:-1]:
+            widths.append(_output_size(layer, widths[-1]))
+        return widths
+
+    def band_rows(self, batch, width) -> tuple[list, tf.Tensor]:
+        """For ``batch`` images ``width`` columns wide: the output rows each layer of the chain
+        waits for (a band of at most ``BAND_BYTES`` of its output, at most ``MIN_ROWS``, of
+        [`fcn.inference.budget`][]) and the input rows of one band (at least 2; conv1_1's
+        output of them within ``BAND_BYTES``), each layer's values of its compute dtype's size.
+
+        Examples:
+            >>> from fcn import build_model
+            >>> engine = _streamed(build_model("fcn8s", weights=None, width=1 / 16))
+            >>> least, chunk = engine.band_rows(1, 300)
+            >>> int(chunk) == budget.BAND_BYTES // (500 * 4 * 4)  # conv1_1: 4 float32 channels
+            True
+        """
+        least = []
+        for layer, columns in zip(self.chain, self.widths(width)):
+            channels = layer.filters if _is_conv(layer) else 1
+            row_bytes = batch * _output_size(layer, columns) * channels * _value_bytes(layer)
+            least.append(tf.clip_by_value(budget.BAND_BYTES // row_bytes, 1, budget.MIN_ROWS))
+        first = self.chain[0]
+        first_row_bytes = batch * (width + 2 * self.pad) * first.filters * _value_bytes(first)
+        return least, tf.maximum(2, budget.BAND_BYTES // first_row_bytes)
+
     def stream(self, images) -> list:
         """The outputs of the branches and of the chain's end, whole, for ``images``."""
         shape = tf.shape(images)
         total = [shape[1] + 2 * self.pad]
-        widths = [shape[2] + 2 * self.pad]
         for layer in self.chain[:-1]:
             total.append(_output_size(layer, total[-1]))
-            widths.append(_output_size(layer, widths[-1]))
-        least = []  # rows per call of each layer: a band of at most BAND_BYTES
-        for k, layer in enumerate(self.chain):
-            channels = layer.filters if _is_conv(layer) else 1
-            row_bytes = shape[0] * _output_size(layer, widths[k]) * channels * 4
-            least.append(tf.clip_by_value(budget.BAND_BYTES // row_bytes, 1, budget.MIN_ROWS))
-        first_row_bytes = shape[0] * widths[0] * self.chain[0].filters * 4
-        chunk = tf.maximum(2, budget.BAND_BYTES // first_row_bytes)
+        widths = self.widths(shape[2])
+        least, chunk = self.band_rows(shape[0], shape[2])
         count = -(-total[0] // chunk)
         taps = [*self.branches, len(self.chain) - 1]
 
@@ -330,7 +356,8 @@ class _StreamedFCN:
         size, step = up.kernel_size[0], up.strides[0]
         height, width = image_shape[1], image_shape[2]
         last = tf.shape(scores)[1] - 1
-        row_bytes = image_shape[0] * (width + 2 * offset) * up.filters * 4 * 2
+        # the upsampler's output and its float32 crop
+        row_bytes = image_shape[0] * (width + 2 * offset) * up.filters * (_value_bytes(up) + 4)
         band = tf.maximum(step, budget.BAND_BYTES // row_bytes)
 
         def one(lo, hi):
@@ -360,10 +387,22 @@ def _in_bands(rows, band, compute: Callable, dtype, rank: int):
     return _rows_first(parts.concat())
 
 
+_STREAMED: weakref.WeakKeyDictionary[keras.Model, _StreamedFCN | None] = (
+    weakref.WeakKeyDictionary()
+)
+"""Each model's streamed form, or None where it runs whole; an entry goes with its model."""
+
+_FORWARDS: weakref.WeakKeyDictionary[keras.Model, dict[str, Callable]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Each model's [`compiled_forward`][] functions, by output; an entry goes with its model
+(the functions hold only a weak reference to it)."""
+
+
 def _streamed(model: keras.Model) -> _StreamedFCN | None:
-    """The streamed form of ``model`` (cached on it, outside Keras' attribute tracking), or
-    None, with a warning saying why and what running whole costs."""
-    if "_fcn_streamed" not in model.__dict__:
+    """The streamed form of ``model`` (made once: ``_STREAMED``), or None, with a warning
+    saying why and what running whole costs."""
+    if model not in _STREAMED:
         found, engine = topology_of(model), None
         if found is None:
             reason = "it lacks the layers of an fcn.build_model FCN"
@@ -380,8 +419,8 @@ def _streamed(model: keras.Model) -> _StreamedFCN | None:
                 "in tiles by default.",
                 stacklevel=3,
             )
-        model.__dict__["_fcn_streamed"] = engine
-    return model.__dict__["_fcn_streamed"]
+        _STREAMED[model] = engine
+    return _STREAMED[model]
 
 
 def streams(model: keras.Model) -> bool:
@@ -412,8 +451,8 @@ def compiled_forward(
 
     Returns:
         A function of RGB images (N, H, W, 3), uint8 (kept uint8 until each band is read) or
-        float 0..255, to the output above. The function is cached on the model, outside Keras'
-        attribute tracking.
+        float 0..255, to the output above. The function is made once per model and output
+        (``_FORWARDS``); it does not keep the model alive.
 
     Examples:
         >>> from fcn import build_model
@@ -422,12 +461,13 @@ def compiled_forward(
         >>> labels.shape, labels.dtype
         (TensorShape([2, 40, 60]), tf.uint8)
     """
-    cache = model.__dict__.setdefault("_fcn_forward", {})
+    cache = _FORWARDS.setdefault(model, {})
     if output not in cache:
         streamed = _streamed(model)
+        classes, weak_model = model.output_shape[-1], weakref.ref(model)
 
         def whole(images):
-            logits = model(tf.cast(images, tf.float32), training=False)
+            logits = weak_model()(tf.cast(images, tf.float32), training=False)
             return class_labels(logits) if output == "labels" else logits
 
         def banded(images):
@@ -446,7 +486,6 @@ def compiled_forward(
             if images.dtype != tf.uint8:
                 images = tf.cast(images, tf.float32)
             if 0 in images.shape[:3]:  # no pixel: no kernel runs (oneDNN's differ on empty)
-                classes = model.output_shape[-1]
                 if output == "labels":
                     return tf.zeros(images.shape[:3], label_dtype(classes))
                 return tf.zeros([*images.shape[:3], classes], tf.float32)

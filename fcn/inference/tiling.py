@@ -23,8 +23,8 @@ import numpy as np
 
 from fcn.inference.budget import fits_one_pass
 from fcn.inference.precision import in_precision
-from fcn.inference.streamed import Output, compiled_forward
-from fcn.options import Precision
+from fcn.inference.streamed import compiled_forward
+from fcn.options import Output, Precision
 
 STRIDE = 32
 """Output stride of every FCN variant: tile origins are multiples of it."""
