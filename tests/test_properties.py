@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import write_shapes
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from PIL import Image
@@ -372,23 +372,38 @@ def small_pairs(tmp_path_factory):
     return write_shapes(tmp_path_factory.mktemp("pairs"), 9, size=16)
 
 
+def fills_a_batch(files, recipe, replicas: int, workers: int, worker: int) -> bool:
+    """Whether worker ``worker``'s real input pipeline gives a full per-replica batch (not:
+    a batch that does not split over the replicas, an empty shard, one ending first)."""
+    context = tf.distribute.InputContext(workers, worker, replicas)
+    try:
+        per_replica = context.get_per_replica_batch_size(recipe.batch_size)
+        images, labels = next(iter(input_fn(files, recipe, 0, 3)(context)))
+    except (ValueError, DataError, StopIteration):
+        return False
+    return images.shape[0] == labels.shape[0] == per_replica
+
+
 @given(count=st.integers(0, 9), batch=st.integers(1, 8), replicas=st.sampled_from([1, 2, 4]),
        workers=st.sampled_from([1, 2, 3]))  # fmt: skip
+@example(count=4, batch=2, replicas=1, workers=2)  # accepted: two pairs per worker
+@example(count=4, batch=2, replicas=2, workers=3)  # accepted: one per worker and replica
+@example(count=3, batch=4, replicas=1, workers=1)  # refused: fewer pairs than a batch
 def test_any_list_length_either_fills_every_workers_batches_or_is_refused(
     small_pairs, count, batch, replicas, workers
 ):
-    """Against the real input pipeline: a training list accepted for (batch, replicas,
-    workers) gives every worker's pipeline a full per-replica batch; one refused names
-    train_files and what to pass instead."""
+    """Against the real input pipeline: a training list is accepted for (batch, replicas,
+    workers) exactly when every worker's pipeline gives a full per-replica batch; one refused
+    names train_files (or batch_size) and what to pass instead. (Refusing every list fails
+    on the accepted examples, accepting every one on the refused.)"""
     files = SegmentationFiles(small_pairs.images[:count], small_pairs.labels[:count])
     recipe = dataclasses.replace(RECIPES["practical"], crop_size=16, batch_size=batch)
+    fills = all(fills_a_batch(files, recipe, replicas, workers, w) for w in range(workers))
     try:
         _check_batches(files, recipe, replicas, workers)
     except ValueError as error:
+        assert not fills, f"refused a list that every worker's pipeline fills: {error}"
         assert str(error).startswith(("train_files", "batch_size"))
         assert "pass" in str(error) or "nothing to train" in str(error)
         return
-    for worker in range(workers):
-        context = tf.distribute.InputContext(workers, worker, replicas)
-        images, labels = next(iter(input_fn(files, recipe, 0, 3)(context)))
-        assert images.shape[0] == labels.shape[0] == batch // replicas
+    assert fills, "accepted a list that some worker's pipeline cannot fill a batch from"
