@@ -1,56 +1,51 @@
 """``fcn.train``: one call from a VOC folder to a trained FCN, a run directory and its best model.
 
-The model file (:mod:`fcn.model`) stays small; everything about *how* to train lives in this
-wing: :mod:`~fcn.training.recipes` (loss, schedules, rates), :mod:`~fcn.training.optimizer`
-(Caffe's SGD), :mod:`~fcn.training.checkpoint` (atomic, resumable run directory),
-:mod:`~fcn.training.distribute` (strategies, cluster), :mod:`~fcn.training.batch_size`
-(memory) and :mod:`~fcn.training.loop` (the step); this module puts them together.
+The model file ([`fcn.model`][]) stays small; everything about *how* to train lives in this
+wing: [`recipes`][] (loss, schedules, rates), [`optimizer`][]
+(Caffe's SGD), [`checkpoint`][] (atomic, resumable run directory),
+[`distribute`][] (strategies, cluster), [`agreement`][] (the workers' settings),
+[`batch_size`][] (memory) and [`loop`][] (the step); this module puts them together.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
 import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import keras
 import tensorflow as tf
 
 from fcn import data
-from fcn.classes import NUM_CLASSES, read_class_names
+from fcn.classes import NUM_CLASSES
 from fcn.data.errors import data_errors_named
 from fcn.device import OutOfMemoryError, auto_mixed_precision, enable_memory_growth
 from fcn.inference.evaluate import EvaluationCallback
 from fcn.inference.model_files import load_model
 from fcn.model import build_model
-from fcn.training import distribute, loop
+from fcn.training import agreement, distribute, loop, run_lock
 from fcn.training.batch_size import find_batch_size, training_memory_estimate
-from fcn.training.checkpoint import (
-    FiniteGuard,
-    RunCheckpoint,
-    check_writable,
-    resume_state,
-)
-from fcn.training.config import BEST_FILE, CALL_ONLY, TrainConfig, describe, differences
-from fcn.training.loss import (
+from fcn.training.checkpoint import FiniteGuard, RunCheckpoint, resume_state
+from fcn.training.config import BEST_FILE, CALL_ONLY, TrainConfig
+from fcn.training.loss import segmentation_loss
+from fcn.training.optimizer import recipe_optimizer, update_order
+from fcn.training.rates import (
     HEAD_ENERGY_IMAGES,
     HEAD_RATE_MARGIN,
-    segmentation_loss,
     set_head_rate,
     skip_kernel_lr_mults,
 )
-from fcn.training.optimizer import recipe_optimizer, update_order
-from fcn.training.recipes import RECIPES, Recipe
+from fcn.training.recipes import Recipe
 
 
 @dataclass
 class TrainResult:
-    """What :func:`train` returns.
+    """What [`train`][] returns.
 
     Attributes:
         model: the trained model (the last good epoch's weights).
@@ -76,11 +71,23 @@ class TrainResult:
 
     @property
     def stopped_on_nan(self) -> bool:
-        """Training stopped on a non-finite loss or weight (see :attr:`failure`)."""
+        """Training stopped on a non-finite loss or weight (see
+        [`failure`][fcn.training.train.TrainResult])."""
         return self.failure is not None
 
 
-def _files(voc_root, sbd_root, train_files, val_files):
+def _files(strategy: tf.distribute.Strategy, voc_root, sbd_root, train_files, val_files):
+    """The files given, else the default splits (VOC train / val, or train_aug / seg11valid with
+    an SBD root), each worker listing its own; under several workers every worker's training
+    list is checked against the chief's before anything is counted from it."""
+    with distribute.stop_together(strategy):  # each worker lists its own files
+        train_files, val_files = _default_files(voc_root, sbd_root, train_files, val_files)
+    if distribute.cluster_size() > 1:  # every worker refuses alike
+        distribute.check_same_files(strategy, train_files)
+    return train_files, val_files
+
+
+def _default_files(voc_root, sbd_root, train_files, val_files):
     """The default splits: VOC train / val, or train_aug / seg11valid with an SBD root."""
     if train_files is None:
         if voc_root is None:
@@ -103,6 +110,7 @@ def input_fn(files, recipe, seed, num_classes: int = NUM_CLASSES):
 
     Examples:
         >>> from fcn import data
+        >>> from fcn.training.recipes import RECIPES
         >>> files = data.voc_pairs(data.sample_voc_root(), "train")
         >>> dataset = input_fn(files, RECIPES["practical"], seed=0)(tf.distribute.InputContext())
         >>> [tuple(spec.shape) for spec in dataset.element_spec]
@@ -139,12 +147,12 @@ def compile_for_training(
     *,
     pretrained: bool = True,
 ) -> keras.Model:
-    """Compile ``model`` as :func:`train` does: ``recipe``'s optimiser
-    (:func:`~fcn.training.optimizer.recipe_optimizer`) over ``total_batches`` batches, with the
-    model's :func:`~fcn.training.loss.skip_kernel_lr_mults`
+    """Compile ``model`` as [`train`][] does: ``recipe``'s optimiser
+    ([`recipe_optimizer`][]) over ``total_batches`` batches, with the
+    model's [`skip_kernel_lr_mults`][]
     and ``recipe.frozen_blocks`` (those blocks' convolutions made non-trainable) if its VGG body
-    is ``pretrained`` (ImageNet; see :mod:`fcn.training.recipes` for why only then), and
-    :func:`~fcn.training.loss.segmentation_loss`. The optimizer is built at once, so a checkpoint
+    is ``pretrained`` (ImageNet; see [`fcn.training.recipes`][] for why only then), and
+    [`segmentation_loss`][]. The optimizer is built at once, so a checkpoint
     saved before the first step holds its state too.
 
     Examples:
@@ -178,30 +186,30 @@ def train(
 
     Defaults, with nothing but ``voc_root``: FCN-8s from VGG16 ImageNet weights; VOC 2012 train
     for training and VOC 2012 val for validation (with ``sbd_root``: train_aug, 10,582 images, and
-    seg11valid, 736 images); the ``practical`` recipe (:data:`fcn.training.recipes.RECIPES`: 320x320
-    augmented crops, batch 2, SGD momentum 0.9, lr 1e-3 with a poly schedule, VGG blocks 1-5
-    frozen, Caffe weight decay 5e-4); bf16 where the hardware runs it natively
-    (``mixed_precision="auto"``), else float32; 50 epochs of ``len(train_files) // batch_size``
-    steps; full-resolution streaming evaluation after every epoch; the best model by
-    validation mean IoU in ``run_dir/best.keras``.
+    seg11valid, 736 images); the ``practical`` recipe
+    ([`fcn.training.recipes.RECIPES`][fcn.training.recipes]: 320x320 augmented crops, batch 2, SGD
+    momentum 0.9, lr 1e-3 with a poly schedule, VGG blocks 1-5 frozen, Caffe weight decay 5e-4);
+    bf16 where the hardware runs it natively (``mixed_precision="auto"``), else float32; 50 epochs
+    of ``len(train_files) // batch_size`` steps; full-resolution streaming evaluation after every
+    epoch; the best model by validation mean IoU in ``run_dir/best.keras``.
 
     Args:
         voc_root: a ``VOCdevkit/VOC2012`` (or ``VOC2012``) folder.
         config: how to train (default: ``TrainConfig()``).
         sbd_root: an SBD ``benchmark_RELEASE`` folder: train on train_aug, validate on seg11valid.
-        train_files, val_files: :class:`fcn.data.SegmentationFiles` instead of VOC splits
+        train_files, val_files: [`fcn.data.SegmentationFiles`][] instead of VOC splits
             (``val_files=()`` trains without validation). The data are checked against the
             model's class count: a label outside ``0..num_classes-1`` (other than 255) raises
             DataError.
         strategy: a ``tf.distribute`` strategy; default
-            :func:`fcn.training.distribute.choose_strategy`
+            [`fcn.training.distribute.choose_strategy`][]
             (several GPUs: mirrored; a ``TF_CONFIG`` of several workers: multi-worker, see
-            :mod:`fcn.training.loop`).
+            [`fcn.training.loop`][]).
         callbacks: more Keras callbacks.
-        **overrides: every field of :class:`~fcn.training.config.TrainConfig` (``epochs=2``, ...),
+        **overrides: every field of [`TrainConfig`][] (``epochs=2``, ...),
             replacing ``config``'s. Resuming (``resume=True`` and a run in ``run_dir``), the
             run's recorded settings stand for what neither gives
-            (:meth:`TrainConfig.resumed`): ``train(root, run_dir=d, resume=True,
+            ([`TrainConfig.resumed`][]): ``train(root, run_dir=d, resume=True,
             epochs=3)`` changes the epochs alone, and the schedule spans the new total.
 
     Raises:
@@ -212,6 +220,9 @@ def train(
             run, or fewer epochs than done.
         FileExistsError: ``run_dir`` holds a run and ``resume`` is False.
         PermissionError: ``run_dir`` cannot be written (checked before training).
+        RunDirectoryBusyError: another process trains in ``run_dir``
+            ([`fcn.training.run_lock`][]: one process per run directory, the holder
+            named).
         OutOfMemoryError: the first steps did not fit; the message gives the estimate and a
             batch size that fits on this device.
 
@@ -225,136 +236,224 @@ def train(
         (1, None, False)
     """
     enable_memory_growth()  # before the strategy or the model touch a GPU
-    called_precision = overrides.get("mixed_precision", config and config.mixed_precision)
-    if overrides.get("mixed_precision") == "auto":  # decided here, and recorded as decided
-        overrides = {**overrides, "mixed_precision": auto_mixed_precision()}
-    if config is not None and config.mixed_precision == "auto":
-        config = dataclasses.replace(config, mixed_precision=auto_mixed_precision())
+    call = _requested(config, overrides)
+    strategy = strategy or distribute.choose_strategy()
+    with contextlib.ExitStack() as held:  # the run directory's lock (the chief's) until the end
+        run = _open_run(held, strategy, call)
+        train_files, val_files = _files(strategy, voc_root, sbd_root, train_files, val_files)
+        replicas, workers = strategy.num_replicas_in_sync, distribute.cluster_size()
+        _check_batches(train_files, run.recipe, replicas, workers)
+        steps = run.config.steps_per_epoch or max(1, len(train_files) // run.recipe.batch_size)
+        done, iterations = _position(run)
+        # the schedule spans the batches done and those still to do at the current steps
+        total = iterations + (run.config.epochs - done) * steps
+        model = _model(run, total, train_files)
+        checkpoint, guard, own_callbacks = _callbacks(run, val_files, model.output_shape[-1])
+        history = _fit(run, model, train_files, done, steps, [*own_callbacks, *callbacks])
+        best = run.run_dir / BEST_FILE
+        return TrainResult(
+            model=model,
+            history=checkpoint.state["history"] if checkpoint else history,
+            best_checkpoint=best if run.chief and best.exists() else None,
+            run_dir=run.run_dir,
+            failure=guard.failure,
+        )
+
+
+class _Call(NamedTuple):
+    """What a call of [`train`][] asks for, before any run directory is read."""
+
+    config: TrainConfig
+    """``config`` with the overrides, checked, ``mixed_precision="auto"`` decided."""
+    given: dict[str, Any]
+    """The settings the call gives (the overrides, and every field of a ``config`` given):
+    what stands against a resumed run's recorded settings, or against the chief's."""
+    decided_here: tuple[str, ...]
+    """Settings this machine decided (``mixed_precision`` from ``"auto"``): under several
+    workers the chief's decision stands for every worker, not compared with theirs."""
+
+
+def _requested(config: TrainConfig | None, overrides: dict[str, Any]) -> _Call:
+    """``config`` (default: ``TrainConfig()``) with ``overrides``, checked, and the precision
+    decided where it is ``"auto"``: here alone, and recorded as decided."""
     requested = _configure(config or TrainConfig(), overrides)
-    if requested.mixed_precision == "auto":  # the default
-        requested = dataclasses.replace(requested, mixed_precision=auto_mixed_precision())
+    given = overrides if config is None else {**_settings(requested), **overrides}
     if requested.frozen_blocks and requested.weights is None:
         raise ValueError(
             f"frozen_blocks={requested.frozen_blocks} keeps VGG blocks as initialised, but "
             "weights=None initialises them at random: pass pretrained weights, or frozen_blocks=0"
         )
-    run_dir = Path(requested.run_dir or Path("runs", requested.variant))
-    strategy = strategy or distribute.choose_strategy()
-    chief, multi_worker = distribute.is_chief(strategy), distribute.cluster_size() > 1
-    given = overrides if config is None else {**_settings(requested), **overrides}
-    # the chief alone reads the run directory, refuses to overwrite a run and removes what a
-    # killed write left; the other workers take its settings, or stop with it
-    state, config = None, requested
+    if requested.mixed_precision != "auto":
+        return _Call(requested, given, ())
+    precision = auto_mixed_precision()
+    if "mixed_precision" in given:  # "auto" given: compared as what it decided
+        given = {**given, "mixed_precision": precision}
+    return _Call(dataclasses.replace(requested, mixed_precision=precision), given,
+                 ("mixed_precision",))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The run every step of [`train`][] works on, once its settings are agreed."""
+
+    strategy: tf.distribute.Strategy
+    config: TrainConfig
+    """The run's settings: the call's, with a resumed run's recorded ones and the chief's."""
+    recipe: Recipe
+    """``config``'s effective recipe over the strategy's replicas."""
+    run_dir: Path
+    state: dict | None
+    """The run's recorded state (the chief's, resuming), else None."""
+    chief: bool
+
+    @property
+    def multi_worker(self) -> bool:
+        return distribute.cluster_size() > 1
+
+
+def _run_dir(config: TrainConfig) -> Path:
+    return Path(config.run_dir or Path("runs", config.variant))
+
+
+def _open_run(held: contextlib.ExitStack, strategy: tf.distribute.Strategy, call: _Call) -> _Run:
+    """The run this call trains. The chief alone reads the run directory: it takes the run
+    directory's lock ([`fcn.training.run_lock`][], one process per run directory, held by
+    ``held``) before it reads the run's state, refuses to overwrite a run and removes what a
+    killed write left; a resumed run's recorded settings stand for what the call does not give.
+    Under several workers every worker then takes the chief's settings
+    ([`fcn.training.agreement.chief_settings`][]), and all stop where one fails."""
+    chief = distribute.is_chief(strategy)
+    state, config = None, call.config
     with distribute.stop_together(strategy):
-        if chief:
-            state = resume_state(run_dir, requested.resume)
+        if chief:  # one process per run directory, before its state is read
+            held.enter_context(run_lock.hold(_run_dir(config)))
+            state = resume_state(_run_dir(config), config.resume)
         if state is not None:  # the run's settings, with what this call gives instead
-            config = requested.resumed(state["settings"], given)
-    if multi_worker:
-        if called_precision == "auto":  # the chief's hardware decides for every worker
-            given = {k: v for k, v in given.items() if k != "mixed_precision"}
-        config = _chief_settings(strategy, chief, config, given)
-        run_dir = Path(config.run_dir or Path("runs", config.variant))  # the chief's variant
-    settings = _recipe(config, strategy.num_replicas_in_sync)
-    with distribute.stop_together(strategy):  # each worker lists its own files
-        train_files, val_files = _files(voc_root, sbd_root, train_files, val_files)
-    if multi_worker:  # before anything counted from the list: every worker refuses alike
-        distribute.check_same_files(strategy, train_files)
-    _check_batches(train_files, settings, strategy.num_replicas_in_sync, distribute.cluster_size())
-    epochs = config.epochs
-    steps = config.steps_per_epoch or max(1, len(train_files) // settings.batch_size)
-    done, iterations = (state["epoch"], state["iterations"]) if state else (0, 0)
-    if multi_worker:  # the chief's position everywhere, before anything is built from it
-        done = distribute.sync_count(strategy, done)
-        iterations = distribute.sync_count(strategy, iterations)
+            config = config.resumed(state["settings"], call.given)
+    if distribute.cluster_size() > 1:  # the chief's hardware decides for every worker
+        mine = {k: v for k, v in call.given.items() if k not in call.decided_here}
+        config = agreement.chief_settings(strategy, chief, config, mine)
+    recipe = config.effective_recipe(strategy.num_replicas_in_sync)
+    return _Run(strategy, config, recipe, _run_dir(config), state, chief)  # the chief's variant
+
+
+def _position(run: _Run) -> tuple[int, int]:
+    """(epochs, batches) the run has done: the chief's, on every worker. Raises ValueError where
+    the run's ``epochs`` would undo some; warns where it has nothing left to train."""
+    done, iterations = (run.state["epoch"], run.state["iterations"]) if run.state else (0, 0)
+    if run.multi_worker:  # the chief's position everywhere, before anything is built from it
+        done = distribute.sync_count(run.strategy, done)
+        iterations = distribute.sync_count(run.strategy, iterations)
+    epochs = run.config.epochs
     if epochs < done:
         raise ValueError(
-            f"{run_dir} has {done} epochs done; epochs={epochs} would undo some: pass "
+            f"{run.run_dir} has {done} epochs done; epochs={epochs} would undo some: pass "
             f"epochs >= {done} (the total, counting those done)"
         )
-    if state is not None and epochs == done:
+    if run.state is not None and epochs == done:
         warnings.warn(
-            f"{run_dir} has its {done} epochs done: nothing to train (pass a larger epochs)",
+            f"{run.run_dir} has its {done} epochs done: nothing to train (pass a larger epochs)",
             stacklevel=2,
         )
+    return done, iterations
 
+
+def _model(run: _Run, total_batches: int, train_files) -> keras.Model:
+    """The run's model, compiled for ``total_batches``, with the same values on every worker:
+    a resumed run's checkpoint, or a new run's initialisation (``init_from``, score_fr's
+    measured rate), read and set by the chief and sent to the others."""
     source = None
-    with distribute.stop_together(strategy):
-        if chief:  # before anything is built or trained that could not be saved
-            check_writable(run_dir)
-            if not state:
-                source = _initial_model(config.init_from)
+    with distribute.stop_together(run.strategy):
+        if run.chief and not run.state:  # (run_lock.hold checked run_dir writable)
+            source = _initial_model(run.config.init_from)
+    model = _compiled(run, total_batches, source)
+    with distribute.stop_together(run.strategy):
+        if source is not None:
+            _check_initialised(model, source, run.config.init_from)
+        if run.state and run.chief:  # values only, weights and optimizer: the others by sync
+            model.load_weights(run.run_dir / run.state["checkpoint"])
+        elif run.chief and run.config.weights is not None:  # a new run: score_fr's rate
+            first = input_fn(train_files, run.recipe, run.config.seed, model.output_shape[-1])
+            _set_head_rate(model, run.recipe, first)
+    if run.multi_worker:
+        distribute.sync_from_chief(run.strategy, [*model.weights, *model.optimizer.variables])
+    return model  # (source, copied, is freed here: before training)
+
+
+def _compiled(run: _Run, total_batches: int, source: keras.Model | None) -> keras.Model:
+    """The run's model built in the strategy's scope under its precision policy (the global
+    policy restored after) and compiled ([`compile_for_training`][])."""
+    config = run.config
     previous_policy = keras.mixed_precision.global_policy()
     if config.mixed_precision:
         keras.mixed_precision.set_global_policy(config.mixed_precision)
     try:
-        with strategy.scope():  # a resumed run builds alike, then takes its checkpoint's values
-            weights = config.weights if chief and not state else None
+        with run.strategy.scope():  # a resumed run builds alike, then takes its checkpoint's values
+            weights = config.weights if run.chief and not run.state else None
             model = build_model(
                 config.variant, config.num_classes, weights, width=config.width,
                 dropout=config.dropout, class_names=config.class_names, init_from=source,
             )  # fmt: skip
-            # the schedule spans the batches done and those still to do at the current steps
-            total = iterations + (epochs - done) * steps
             compile_for_training(
-                model, settings, total, config.accumulate, pretrained=config.weights is not None
-            )
+                model, run.recipe, total_batches, config.accumulate,
+                pretrained=config.weights is not None,
+            )  # fmt: skip
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
-    classes = model.output_shape[-1]
-    with distribute.stop_together(strategy):
-        if source is not None:
-            _check_initialised(model, source, config.init_from)
-        if state and chief:  # values only, weights and optimizer: the others get them by sync
-            model.load_weights(run_dir / state["checkpoint"])
-        elif chief and config.weights is not None:  # a new run: score_fr's rate for its input
-            _set_head_rate(model, settings, input_fn(train_files, settings, config.seed, classes))
-    if multi_worker:
-        distribute.sync_from_chief(strategy, [*model.weights, *model.optimizer.variables])
-    del source  # copied: its memory is free before training
+    return model
 
-    checkpoint, guard = None, FiniteGuard()  # another worker: the same stops, no files
-    own_callbacks = [keras.callbacks.TerminateOnNaN(), guard]  # (see fcn.training.loop)
-    with distribute.stop_together(strategy):  # the chief's validation files and run directory
-        if chief:
-            evaluation = []
-            if val_files:
-                budget = {"max_pixels": config.val_max_pixels} if config.val_max_pixels else {}
-                val_data = data.eval_dataset(val_files, num_classes=classes)
-                evaluation = [EvaluationCallback(val_data, every=config.val_every, **budget)]
-            checkpoint = RunCheckpoint(run_dir, settings=config.to_json())
-            guard = checkpoint.guard
-            own_callbacks = [
-                keras.callbacks.TerminateOnNaN(),  # mid-epoch, on the loss
-                guard,  # at the epoch's end, on every weight: before anything uses them
-                *evaluation,
-                checkpoint,
-                keras.callbacks.TensorBoard(str(run_dir / "tensorboard")),
-            ]
-    history = []
-    if done < epochs:
-        # a resumed run draws new orders and crops: not those of the epochs it has done
-        seed = None if config.seed is None else config.seed + RESUME_SEED_STRIDE * done
-        dataset = strategy.distribute_datasets_from_function(
-            input_fn(train_files, settings, seed, classes)
-        )
-        schedule = {
-            "epochs": epochs, "initial_epoch": done, "steps_per_epoch": steps,
-            "callbacks": [*own_callbacks, *callbacks], "verbose": config.verbose,
-        }  # fmt: skip
-        try:
-            with data_errors_named():
-                history = loop.fit(model, strategy, dataset, **schedule)
-        except tf.errors.ResourceExhaustedError as err:
-            raise _out_of_memory(model, settings) from err
-    best = run_dir / BEST_FILE
-    return TrainResult(
-        model=model,
-        history=checkpoint.state["history"] if checkpoint else history,
-        best_checkpoint=best if chief and best.exists() else None,
-        run_dir=run_dir,
-        failure=guard.failure,
+
+def _callbacks(
+    run: _Run, val_files, classes: int
+) -> tuple[RunCheckpoint | None, FiniteGuard, list[keras.callbacks.Callback]]:
+    """The run's own callbacks, built once: on every worker the stops on a non-finite loss and
+    weight (see [`fcn.training.loop`][]); on the chief alone, its files: the evaluation of
+    ``val_files``, the checkpoint and TensorBoard. Also the checkpoint (None on another
+    worker) and the guard."""
+    checkpoint, files = None, []
+    with distribute.stop_together(run.strategy):  # the chief's validation files and run directory
+        if run.chief:
+            evaluation = _evaluation(run.config, val_files, classes)
+            checkpoint = RunCheckpoint(run.run_dir, settings=run.config.to_json())
+            tensorboard = keras.callbacks.TensorBoard(str(run.run_dir / "tensorboard"))
+            files = [*evaluation, checkpoint, tensorboard]
+    guard = checkpoint.guard if checkpoint else FiniteGuard()  # another worker: no files
+    own = [
+        keras.callbacks.TerminateOnNaN(),  # mid-epoch, on the loss
+        guard,  # at the epoch's end, on every weight: before anything uses them
+        *files,
+    ]
+    return checkpoint, guard, own
+
+
+def _evaluation(config: TrainConfig, val_files, classes: int) -> list[EvaluationCallback]:
+    """The validation callback (none without ``val_files``)."""
+    if not val_files:
+        return []
+    budget = {"max_pixels": config.val_max_pixels} if config.val_max_pixels else {}
+    val_data = data.eval_dataset(val_files, num_classes=classes)
+    return [EvaluationCallback(val_data, every=config.val_every, **budget)]
+
+
+def _fit(run: _Run, model: keras.Model, train_files, done: int, steps: int, callbacks) -> list:
+    """Train the epochs after the ``done`` ones, ``steps`` batches each; Keras' history of
+    them (none where nothing is left)."""
+    if done >= run.config.epochs:
+        return []
+    # a resumed run draws new orders and crops: not those of the epochs it has done
+    seed = None if run.config.seed is None else run.config.seed + RESUME_SEED_STRIDE * done
+    dataset = run.strategy.distribute_datasets_from_function(
+        input_fn(train_files, run.recipe, seed, model.output_shape[-1])
     )
+    schedule = {
+        "epochs": run.config.epochs, "initial_epoch": done, "steps_per_epoch": steps,
+        "callbacks": callbacks, "verbose": run.config.verbose,
+    }  # fmt: skip
+    try:
+        with data_errors_named():
+            return loop.fit(model, run.strategy, dataset, **schedule)
+    except tf.errors.ResourceExhaustedError as err:
+        raise _out_of_memory(model, run.recipe) from err
 
 
 RESUME_SEED_STRIDE = 2**16
@@ -366,66 +465,6 @@ def _settings(config: TrainConfig) -> dict[str, Any]:
     """The fields of ``config`` that a resumed call compares with its run's."""
     return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
             if f.name not in CALL_ONLY}  # fmt: skip
-
-
-READ_BY_THE_CHIEF_ALONE: tuple[str, ...] = ("weights", "init_from")
-"""Settings naming files that the chief alone reads (:mod:`fcn.training.loop`): the other
-workers' values are not compared with the chief's, since a path may differ between machines."""
-
-
-def _chief_settings(
-    strategy: tf.distribute.Strategy, chief: bool, config: TrainConfig, given: dict[str, Any]
-) -> TrainConfig:
-    """Every worker's config under several workers: the chief's settings (a resumed run's
-    included: the others need not see its run directory; its class names as names, not as the
-    file it read them from), with this worker's ``run_dir``, ``resume`` and ``verbose``. A
-    setting this worker was ``given`` that differs from the chief's makes every worker refuse,
-    naming it (else their gradients would mix other batches, rates or models without a
-    word)."""
-    sent = ""
-    with distribute.stop_together(strategy):  # the chief's class_names file: unreadable?
-        if chief:
-            sent = json.dumps(_with_names(config.to_json()))
-    settings = json.loads(distribute.sync_text(strategy, sent))
-    problem, mine = "", {}
-    if not chief:
-        try:
-            mine = _with_names({k: v for k, v in given.items() if k not in READ_BY_THE_CHIEF_ALONE})
-            problem = describe(differences(settings, mine, names=list(settings)), "the chief")
-        except Exception as error:  # noqa: BLE001 (its class_names file, unreadable here)
-            problem = f"class_names: {error}"
-    others = distribute.count_workers(strategy, bool(problem))
-    if others:
-        raise ValueError(
-            f"{others} of {distribute.cluster_size()} workers were given other settings than "
-            f"the chief's ({f'this one: {problem}' if problem else 'not the chief'}): give "
-            "every worker the same settings, or only the data and run_dir (the others take the "
-            "chief's); nothing was trained"
-        )
-    return config if chief else config.resumed(settings, mine)
-
-
-def _with_names(settings: dict[str, Any]) -> dict[str, Any]:
-    """``settings`` with ``class_names``, where it is set, as the list of names it gives (a
-    file's path read here)."""
-    if settings.get("class_names") is None:
-        return settings
-    return {**settings, "class_names": list(read_class_names(settings["class_names"]))}
-
-
-def _recipe(config: TrainConfig, replicas: int = 1) -> Recipe:
-    """``config.recipe``'s :class:`Recipe` with ``config``'s overrides; without a
-    ``batch_size``, the recipe's batch on each of ``replicas`` (2 crops per replica for
-    ``practical``, one whole image per replica for ``paper``)."""
-    batch = config.batch_size or RECIPES[config.recipe].batch_size * replicas
-    overrides = {
-        "crop_size": config.crop_size, "batch_size": batch,
-        "learning_rate": config.learning_rate, "augment": config.augment,
-        "frozen_blocks": config.frozen_blocks,
-    }  # fmt: skip
-    return dataclasses.replace(
-        RECIPES[config.recipe], **{k: v for k, v in overrides.items() if v is not None}
-    )
 
 
 def _check_batches(files, recipe: Recipe, replicas: int, workers: int) -> None:
@@ -491,8 +530,8 @@ def _check_initialised(model: keras.Model, source: keras.Model, path: str | os.P
 
 
 def _set_head_rate(model: keras.Model, recipe: Recipe, dataset_fn) -> None:
-    """:func:`~fcn.training.loss.set_head_rate` on the run's first batches, until they hold
-    :data:`HEAD_ENERGY_IMAGES` images (the crops its first steps train on), said
+    """[`set_head_rate`][] on the run's first batches, until they hold
+    [`HEAD_ENERGY_IMAGES`][] images (the crops its first steps train on), said
     aloud where it lowers score_fr's rate."""
     batches = []
     for images, _ in dataset_fn(tf.distribute.InputContext()):
@@ -504,7 +543,7 @@ def _set_head_rate(model: keras.Model, recipe: Recipe, dataset_fn) -> None:
         warnings.warn(
             f"score_fr's input (fc7 of these weights) has an energy of {energy:.3g} per pixel, "
             f"above what SGD at lr {recipe.learning_rate:g} keeps stable: its kernel's rate is "
-            f"scaled by {factor:.3g} (fcn.training.loss.stable_rate_factor)",
+            f"scaled by {factor:.3g} (fcn.training.rates.stable_rate_factor)",
             stacklevel=3,
         )
 
