@@ -323,13 +323,43 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func, computes=computes)
         return p
 
-    p = command("train", _cmd_train, "train an FCN on Pascal VOC (and SBD)")
+    commands = (  # name, what runs it, its help, its arguments, whether it computes
+        ("train", _cmd_train, "train an FCN on Pascal VOC (and SBD)", _train_arguments, True),
+        ("evaluate", _cmd_evaluate, "score a model at full resolution (streaming)",
+         _evaluate_arguments, True),
+        ("predict", _cmd_predict, "write label PNGs (VOC palette) and overlays",
+         _predict_arguments, True),
+        ("models", _cmd_models, "list the trained models known by name", None, False),
+        ("find-batch-size", _cmd_find_batch_size, "probe the largest batch that fits",
+         _find_batch_size_arguments, True),
+        ("download", _cmd_download, "download and extract Pascal VOC 2012 or SBD",
+         _download_arguments, False),
+        ("demo", _cmd_demo, "segment the embedded VOC sample: the paper's FCN-8s where it can "
+         "be had, else a smoke training", _demo_arguments, True),
+        ("convert", _cmd_convert, "convert a Caffe FCN .caffemodel (no Caffe needed)",
+         _convert_arguments, True),
+        ("export", _cmd_export, "export for serving: SavedModel, LiteRT or ONNX",
+         _export_arguments, True),
+        ("info", _cmd_info, "print a model's layers, parameter count and crop offsets",
+         _info_arguments, True),
+    )  # fmt: skip
+    for name, func, help, arguments, computes in commands:
+        p = command(name, func, help, computes)
+        if arguments is not None:
+            arguments(p)
+    return parser
+
+
+def _train_arguments(p: argparse.ArgumentParser) -> None:
+    """``fcn train``'s arguments."""
     p.add_argument("voc_root", help="VOCdevkit/VOC2012 folder")
     p.add_argument("--sbd", help="SBD benchmark_RELEASE folder: train_aug + seg11valid")
     for field in _train_options():
         p.add_argument(f"--{field.name.replace('_', '-')}", **_option(field))
 
-    p = command("evaluate", _cmd_evaluate, "score a model at full resolution (streaming)")
+
+def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
+    """``fcn evaluate``'s arguments."""
     p.add_argument("model", help=".keras model file")
     p.add_argument("data", help="VOCdevkit/VOC2012 folder")
     p.add_argument("--split", default="val")
@@ -342,7 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="write the full result as JSON here")
     p.add_argument("--plot", help="write the confusion matrix as PNG here")
 
-    p = command("predict", _cmd_predict, "write label PNGs (VOC palette) and overlays")
+
+def _predict_arguments(p: argparse.ArgumentParser) -> None:
+    """``fcn predict``'s arguments."""
     p.add_argument("images", nargs="+", help="image files or folders")
     p.add_argument("--out", required=True, help="output folder: OUT/<stem>.png and "
                    "OUT/<stem>_overlay.png per image (never an input's name)")  # fmt: skip
@@ -355,23 +387,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _precision_option(p, "auto")
 
-    command("models", _cmd_models, "list the trained models known by name", computes=False)
 
-    p = command("find-batch-size", _cmd_find_batch_size, "probe the largest batch that fits")
+def _find_batch_size_arguments(p: argparse.ArgumentParser) -> None:
+    """``fcn find-batch-size``'s arguments."""
     p.add_argument("--model", help=".keras model (default: a fresh full-size --variant)")
     p.add_argument("--variant", default="fcn8s", choices=VARIANTS)
     p.add_argument("--crop-size", type=int, default=320)
     p.add_argument("--max-batch", type=int, default=64)
     p.add_argument("--memory-limit-gb", type=float, help="default: GPU's own; CPU: 80%% of RAM")
 
-    p = command(
-        "download", _cmd_download, "download and extract Pascal VOC 2012 or SBD", computes=False
-    )
+
+def _download_arguments(p: argparse.ArgumentParser) -> None:
+    """``fcn download``'s arguments."""
     p.add_argument("dataset", choices=["voc", "sbd"])
     p.add_argument("--dest", default="data", help="folder for the archive and its contents")
 
-    p = command("demo", _cmd_demo, "segment the embedded VOC sample: the paper's FCN-8s where "
-                "it can be had, else a smoke training")  # fmt: skip
+
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    """``fcn demo``'s arguments."""
     p.add_argument("--out", default="fcn-demo", help="output folder (replaced)")
     p.add_argument(
         "--train", action="store_true",
@@ -383,12 +416,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="of the smoke training, which giving it implies (default 10)")  # fmt: skip
     p.add_argument("--weights", help="a Keras VGG16 weights file: train the full FCN-8s from it")
 
-    p = command("convert", _cmd_convert, "convert a Caffe FCN .caffemodel (no Caffe needed)")
+
+def _convert_arguments(p: argparse.ArgumentParser) -> None:
+    """``fcn convert``'s arguments."""
     p.add_argument("caffemodel", help="the .caffemodel file, e.g. fcn8s-heavy-pascal.caffemodel")
     p.add_argument("--variant", default="fcn8s", choices=VARIANTS)
     p.add_argument("--out", required=True, help="the .keras file to write")
 
-    p = command("export", _cmd_export, "export for serving: SavedModel, LiteRT or ONNX")
+
+def _export_arguments(p: argparse.ArgumentParser) -> None:
+    """``fcn export``'s arguments."""
     p.add_argument("model", help=".keras model or a known name (fcn8s-voc, ...)")
     p.add_argument("--out", required=True, help="the folder (saved_model) or file to write")
     p.add_argument("--format", default="saved_model", choices=EXPORT_FORMATS,
@@ -400,9 +437,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="labels (N, H, W) or logits (N, H, W, C), default %(default)s")  # fmt: skip
     _precision_option(p, "float32")
 
-    p = command("info", _cmd_info, "print a model's layers, parameter count and crop offsets")
+
+def _info_arguments(p: argparse.ArgumentParser) -> None:
+    """``fcn info``'s arguments."""
     p.add_argument("--variant", default="fcn8s", choices=VARIANTS)
-    return parser
 
 
 def _start_tensorflow_quietly() -> None:

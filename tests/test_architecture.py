@@ -165,3 +165,35 @@ def test_the_training_wing_re_exports_nothing():
     """``fcn.training.train`` stays the module; ``fcn.train`` is the function."""
     tree = ast.parse(MODULES["fcn.training"].read_text())
     assert not [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+MAX_FUNCTION_LINES = 80
+"""The most lines a function or method of ``fcn`` may span from its first statement after the
+docstring to its last line: the signature and the docstring document it and are not counted,
+nested functions count in the function that holds them (and on their own). A longer one is
+split into named steps."""
+
+
+def body_lines(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Lines from the first statement after ``function``'s docstring to its last line."""
+    body = function.body
+    if ast.get_docstring(function, clean=False) is not None and len(body) > 1:
+        body = body[1:]
+    return function.end_lineno - body[0].lineno + 1
+
+
+def test_body_lines_counts_the_body_without_signature_and_docstring():
+    function = ast.parse('def f(\n    a,\n):\n    """Doc.\n\n    More."""\n    x = a\n\n'
+                         '    return x\n').body[0]  # fmt: skip
+    assert body_lines(function) == 3
+
+
+def test_no_function_is_over_80_lines():
+    """Issue 43: a function a newcomer can change fits on a screen or two."""
+    long = [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({body_lines(node)} lines)"
+        for path in MODULES.values() for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and body_lines(node) > MAX_FUNCTION_LINES
+    ]  # fmt: skip
+    assert not long, f"over {MAX_FUNCTION_LINES} lines, split into named steps: {long}"
