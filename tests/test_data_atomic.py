@@ -49,3 +49,40 @@ def test_a_file_is_replaced_whole_or_kept_and_no_temporary_stays(
     assert seen[0].name.endswith(path.suffix)
     left = sorted(p.name for p in path.parent.iterdir())
     assert left == ([] if expected is None else [path.name])
+
+
+def _files(folder: Path) -> dict[str, str] | None:
+    if not folder.exists():
+        return None
+    return {str(f.relative_to(folder)): f.read_text() for f in folder.rglob("*") if f.is_file()}
+
+
+@pytest.mark.parametrize("old", [False, True])
+@pytest.mark.parametrize("durable", [False, True])
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_folder_is_replaced_whole_or_kept_and_no_temporary_stays(tmp_path, old, durable, fails):
+    """A write may make a folder (a SavedModel export): over a former folder or none, the path
+    holds the new folder after a write that returns, the old one (or nothing) after a write
+    that raises midway, and only the path is left beside it."""
+    path = tmp_path / "export"
+    if old:
+        (path / "variables").mkdir(parents=True)
+        (path / "saved_model.pb").write_text("old graph")
+        (path / "variables" / "data").write_text("old weights")
+
+    def write(tmp: Path) -> None:
+        (tmp / "variables").mkdir(parents=True)
+        (tmp / "saved_model.pb").write_text("new graph")
+        if fails:
+            raise OSError("disk full")
+        (tmp / "variables" / "data").write_text("new weights")
+
+    before = _files(path)
+    if fails:
+        with pytest.raises(OSError, match="disk full"):
+            write_whole(path, write, durable=durable)
+    else:
+        write_whole(path, write, durable=durable)
+    new = {"saved_model.pb": "new graph", str(Path("variables", "data")): "new weights"}
+    assert _files(path) == (before if fails else new)
+    assert [p.name for p in tmp_path.iterdir()] == ([] if fails and not old else [path.name])

@@ -184,6 +184,7 @@ def test_the_papers_model_by_name_downloads_once_converts_and_caches(monkeypatch
         assert len(server.requests) == 1
         cached = tmp_path / "keras" / "models" / "fcn" / "fcn8s-voc.keras"
         assert cached.exists() and (tmp_path / "keras" / "models" / name).exists()
+        assert [p.name for p in cached.parent.iterdir()] == [cached.name]  # written whole
         np.testing.assert_array_equal(fcn.predict(image), labels)
         np.testing.assert_array_equal(fcn.predict(image, "fcn8s-voc"), labels)
         assert len(server.requests) == 1  # converted once, cached

@@ -1,10 +1,11 @@
-"""Files that appear whole: written under a temporary name of their own beside the file, then
-renamed into place (``os.replace`` is atomic), so a reader, or a process killed mid-write,
-never leaves or sees a part of one."""
+"""Files (and folders) that appear whole: written under a temporary name of their own beside the
+path, then renamed into place (``os.replace`` is atomic), so a reader, or a process killed
+mid-write, never leaves or sees a part of one."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,10 @@ def write_whole(
     rename, so that a crash leaves the old file or the new one. A write that raises leaves no
     temporary file; one killed leaves ``.<stem>.tmp*``, which nothing reads.
 
+    ``write`` may make a folder instead (a SavedModel). A folder that ``path`` names already is
+    replaced in two renames, the old one moved aside to a ``.<stem>.tmp*`` name and deleted
+    after, so a reader may find no ``path`` for that moment, never a part of one.
+
     Examples:
         >>> import tempfile
         >>> path = Path(tempfile.mkdtemp(), "ids.txt")
@@ -37,9 +42,29 @@ def write_whole(
     try:
         write(tmp, *args, **kwargs)
         if durable:
-            with open(tmp, "rb") as f:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
+            for file in [tmp] if tmp.is_file() else [p for p in tmp.rglob("*") if p.is_file()]:
+                with open(file, "rb") as f:
+                    os.fsync(f.fileno())
+        _move_into_place(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp)
+        else:
+            tmp.unlink(missing_ok=True)
         raise
+
+
+def _move_into_place(new: Path, path: Path) -> None:
+    """Rename ``new`` to ``path``; a folder at ``path``, which a rename cannot replace, is moved
+    aside first (back again if the rename fails) and deleted after."""
+    if not (new.is_dir() and path.is_dir() and not path.is_symlink()):
+        os.replace(new, path)
+        return
+    old = path.with_name(f".{path.stem}.tmp-old-{uuid.uuid4().hex}{path.suffix}")
+    path.rename(old)
+    try:
+        new.rename(path)
+    except BaseException:
+        old.rename(path)
+        raise
+    shutil.rmtree(old)

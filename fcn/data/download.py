@@ -15,6 +15,7 @@ from pathlib import Path
 from fcn.data.errors import DataError
 
 CHUNK_BYTES = 1 << 20
+"""Bytes a download or a checksum handles at a time."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ def download_archive(archive: Archive, dest: str | os.PathLike, *, progress: boo
     path = dest / Path(urllib.parse.urlparse(archive.url).path).name
     marker = path.with_name(path.name + ".extracted")
     if not marker.exists():
-        if not (path.is_file() and _md5(path) == archive.md5):
+        if not (path.is_file() and file_digest(path, "md5") == archive.md5):
             fetch(archive.url, path, archive.md5, progress=progress)
         with tarfile.open(path) as tar:
             tar.extractall(dest, filter="data")
@@ -149,15 +150,26 @@ def fetch(url: str, path: Path, md5: str | None, *, progress: bool = False) -> N
                           end="", file=sys.stderr, flush=True)  # fmt: skip
         if progress:
             print(file=sys.stderr)
-    got = md5 and _md5(part)
+    got = md5 and file_digest(part, "md5")
     if got != md5:
         part.unlink()
         raise DataError(f"{url}: MD5 {got} is not the expected {md5}; deleted it, try again")
     part.replace(path)
 
 
-def _md5(path: Path) -> str:
-    digest = hashlib.md5(usedforsecurity=False)
+def file_digest(path: str | os.PathLike, algorithm: str) -> str:
+    """The hex digest of the file at ``path`` by ``algorithm`` (a ``hashlib`` name: ``"md5"``,
+    ``"sha256"``), read ``CHUNK_BYTES`` at a time. For integrity checks (a download, a model
+    file), so MD5 is allowed where a FIPS build forbids it for security.
+
+    Examples:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp(), "a.bin")
+        >>> _ = path.write_bytes(b"data")
+        >>> file_digest(path, "sha256") == hashlib.sha256(b"data").hexdigest()
+        True
+    """
+    digest = hashlib.new(algorithm, usedforsecurity=False)
     with open(path, "rb") as file:
         while chunk := file.read(CHUNK_BYTES):
             digest.update(chunk)

@@ -23,10 +23,10 @@ The exported graph runs each image whole, as Keras does: its memory grows with t
 full FCN-8s as a SavedModel: 780 MiB above the loaded model for one 1000x1000 image on a CPU,
 ``benchmarks/README.md``), whereas [`fcn.predict`][] streams any size in bounded memory
 ([`fcn.inference.streamed`][]). Dropout is off (inference). An export is written beside its
-destination and moved into place when complete, so an interrupted export leaves no partial
-artifact and an earlier one at that path stays until the new one is whole. An export whose
-converter would need more memory than is available is refused before it starts
-([`Format`][]).
+destination and moved into place when complete (``fcn.data.atomic.write_whole``), so an
+interrupted export leaves no partial artifact and an earlier one at that path stays until the
+new one is whole. An export whose converter would need more memory than is available is
+refused before it starts ([`Format`][]).
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +42,7 @@ import keras
 import tensorflow as tf
 
 from fcn.conv_gradients import native_convolutions
+from fcn.data.atomic import write_whole
 from fcn.device import OutOfMemoryError, Precision, available_host_memory, resolve_precision
 from fcn.inference.model_files import load_model
 from fcn.inference.precision import in_precision
@@ -187,18 +186,6 @@ def _check_memory(model: keras.Model, format: str) -> None:
         )
 
 
-def _replace(new: Path, path: Path) -> None:
-    """Move the finished ``new`` onto ``path``, which may hold an earlier file or folder."""
-    if path.is_dir() and not path.is_symlink():
-        old = path.with_name(f".{path.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        path.rename(old)
-        new.rename(path)
-        shutil.rmtree(old)
-    else:
-        os.replace(new, path)
-
-
 def export_model(
     model: keras.Model | str | os.PathLike | None,
     path: str | os.PathLike,
@@ -260,10 +247,7 @@ def export_model(
     _check_memory(model, format)
     served = serving_model(model, output)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{path.name}.", dir=path.parent) as work:
-        new = Path(work) / path.name
-        portable = native_convolutions() if format != "saved_model" else contextlib.nullcontext()
-        with portable:  # a SavedModel runs on TensorFlow: its fc6 as fast matrix products
-            FORMATS[format].write(served, spec, new)
-        _replace(new, path)
+    portable = native_convolutions() if format != "saved_model" else contextlib.nullcontext()
+    with portable:  # a SavedModel runs on TensorFlow: its fc6 as fast matrix products
+        write_whole(path, lambda new: FORMATS[format].write(served, spec, new))
     return path

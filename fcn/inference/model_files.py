@@ -15,14 +15,14 @@ address into Keras' cache (resumable, MD5-checked where a checksum is published)
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 import keras
 
 from fcn.caffe import convert_caffe
-from fcn.data.download import fetch
+from fcn.data.atomic import write_whole
+from fcn.data.download import fetch, file_digest
 from fcn.device import enable_memory_growth, resolve_precision
 from fcn.inference.precision import set_precision
 from fcn.initialize import load_keras_in_place
@@ -62,7 +62,7 @@ def check_sum(path: str | os.PathLike) -> None:
         ValueError: the file's SHA-256 differs from the listed one (damaged or replaced).
 
     Examples:
-        >>> import tempfile
+        >>> import hashlib, tempfile
         >>> path = Path(tempfile.mkdtemp(), "m.keras")
         >>> _ = path.write_bytes(b"model"), (path.parent / CHECKSUM_FILE).write_text(
         ...     hashlib.sha256(b"model").hexdigest() + "  m.keras")
@@ -78,11 +78,7 @@ def check_sum(path: str | os.PathLike) -> None:
     listed = dict(line.split()[::-1] for line in sums.read_text().splitlines() if line.strip())
     if path.name not in listed:
         return
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    if digest.hexdigest() != listed[path.name]:
+    if file_digest(path, "sha256") != listed[path.name]:
         raise ValueError(f"{path}: SHA-256 differs from {sums}: the file is damaged or replaced")
 
 
@@ -134,9 +130,7 @@ def known_model_path(name: str) -> Path:
                 f"--variant {known.variant} --out {target}"
             ) from err
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.tmp.keras")
-    convert_caffe(caffemodel, known.variant).save(partial)
-    partial.replace(target)  # atomic: a cached .keras is always complete
+    write_whole(target, convert_caffe(caffemodel, known.variant).save)  # a cached one is whole
     return target
 
 
