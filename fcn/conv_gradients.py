@@ -10,8 +10,8 @@ TensorFlow's own backward kernels for a convolution can cost several times their
 * 3x3 convolutions under Eigen (TensorFlow's CPU kernels where oneDNN is off): each of the two
   backward kernels builds the layer's whole im2col matrix, many times its activation. Under
   Eigen the gradients here are computed in bands of output rows ([`banded_gradients`][]), each
-  band's matrix within [`BAND_BYTES`][]. oneDNN's kernels stay within twice the activation, so
-  they run as they are.
+  band's matrix within [`IM2COL_BAND_BYTES`][]. oneDNN's kernels stay within twice the
+  activation, so they run as they are.
 
 The forward pass is TensorFlow's own convolution, except for kernels of at least
 [`ROW_PRODUCT_KERNEL`][] rows without padding (fc6): those run as one matrix product per kernel
@@ -31,9 +31,10 @@ import tensorflow as tf
 
 from fcn.device import cpu_kernels
 
-BAND_BYTES = 32 * 2**20
+IM2COL_BAND_BYTES = 32 * 2**20
 """Bytes of im2col matrix per band of [`banded_gradients`][] (the input rows a band of output
-rows reads, times the kernel's height, width and input channels)."""
+rows reads, times the kernel's height, width and input channels): a training step's memory, not
+inference's bands ([`fcn.inference.budget.BAND_BYTES`][])."""
 
 ROW_PRODUCT_KERNEL = 7
 """Kernels with at least this many rows, unpadded, run forward as [`row_products`][] (measured
@@ -177,7 +178,11 @@ def patch_gradients(x: tf.Tensor, kernel: tf.Tensor, dy: tf.Tensor) -> tuple[tf.
 
 
 def banded_gradients(
-    x: tf.Tensor, kernel: tf.Tensor, dy: tf.Tensor, padding: str, band_bytes: int = BAND_BYTES
+    x: tf.Tensor,
+    kernel: tf.Tensor,
+    dy: tf.Tensor,
+    padding: str,
+    band_bytes: int = IM2COL_BAND_BYTES,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """(dx, dkernel) of a stride-1 convolution (odd ``k x k`` kernel, ``"SAME"`` or ``"VALID"``),
     computed in bands of rows whose im2col matrices hold at most ``band_bytes`` (at least one row

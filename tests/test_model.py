@@ -8,8 +8,9 @@ import pytest
 import tensorflow as tf
 from conftest import TINY, network_tolerance, randomize
 
-from fcn import CROP_OFFSETS, VARIANTS, build_model, transfer_weights
+from fcn import CROP_OFFSETS, VARIANTS, build_model, convert_caffe, transfer_weights
 from fcn.layers import bilinear_filter
+from fcn.model import topology
 
 SIZES = [1, 2, 31, 32, 33, 224, 333, 375, 500, 513]
 
@@ -180,8 +181,18 @@ def test_staged_initialisation_copies_shared_layers_only():
     )
 
 
+@pytest.mark.parametrize(
+    "use",
+    [lambda v: build_model(v, weights=None), topology, lambda v: convert_caffe("x.caffemodel", v)],
+    ids=["build_model", "topology", "convert_caffe"],
+)
+def test_an_unknown_variant_is_refused_naming_the_choices(use):
+    """One check (fcn.layout.check_variant) for every function that takes a variant: before
+    anything is built or read."""
+    with pytest.raises(ValueError, match="unknown variant 'fcn4s'; choose one of fcn32s, "):
+        use("fcn4s")
+
+
 def test_bad_arguments_fail_clearly():
-    with pytest.raises(ValueError, match="unknown variant 'fcn4s'"):
-        build_model("fcn4s", weights=None)
     with pytest.raises(ValueError, match="width-reduced"):
         build_model("fcn8s", weights="imagenet", width=0.5)

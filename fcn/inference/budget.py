@@ -6,7 +6,9 @@ the full FCN-8s) or **streamed** (in bands of rows: a few bands of every layer).
 [`Budget.max_pixels`][fcn.inference.budget.Budget] an image runs in overlapping **tiles**
 ([`fcn.inference.tiling`][]), and images of the same size are **batched** up to
 [`Budget.batch_pixels`][fcn.inference.budget.Budget] ([`fcn.evaluate`][]). The constants below are
-the only place these sizes are written; the functions are the only place they are compared.
+the only place these sizes are written (a training step's gradient bands have their own,
+[`fcn.conv_gradients.IM2COL_BAND_BYTES`][]); the functions are the only place they are
+compared.
 """
 
 from __future__ import annotations
