@@ -13,6 +13,7 @@ import tensorflow as tf
 from conftest import TINY, clear_of_ties, network_tolerance, randomize
 from hypothesis import given
 from hypothesis import strategies as st
+from PIL import Image
 
 import fcn
 import fcn.device
@@ -168,16 +169,30 @@ def test_load_model_converts_on_load_and_holds_the_weights_once(tiny_fcn8s, tmp_
     assert model_precision(fcn.load_model(bf16_path, precision="float32")) == "float32"
 
 
+def assert_labels_of(model: keras.Model, image: np.ndarray, labels: np.ndarray, precision: str):
+    """``labels`` are Keras' float32 argmax of ``model`` on ``image`` wherever its top two
+    logits are further apart than ``precision``'s rounding can move them
+    (:func:`network_tolerance`: for bfloat16, its 8-bit significand, u = 2**-8, in every weight
+    and layer output; for float32, only the sums' order), on 20 pixels or more."""
+    logits = np.asarray(model(image[None].astype("float32"), training=False)[0])
+    tolerance = network_tolerance(model, np.abs(logits).max(), precision)
+    clear = clear_of_ties(logits, tolerance)
+    assert labels.shape == clear.shape and clear.sum() >= 20, clear.sum()
+    np.testing.assert_array_equal(labels[clear], logits.argmax(-1)[clear])
+
+
 def test_bf16_saved_model_is_half_the_size_and_litert_refuses_bf16(tiny_fcn8s, tmp_path):
     sizes, trunk = {}, trunk_layers(tiny_fcn8s)
     halved = sum(2 * w.numpy().size for layer in tiny_fcn8s.layers if layer.name in trunk
                  for w in layer.weights)  # fmt: skip
+    image = np.random.default_rng(4).integers(0, 256, (1, 70, 90, 3), np.uint8)
     for precision in ("float32", "bfloat16"):
         folder = fcn.export_model(tiny_fcn8s, tmp_path / precision, precision=precision)
         sizes[precision] = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
         served = tf.saved_model.load(str(folder)).signatures["serving_default"]
-        labels = served(image=tf.zeros((1, 48, 64, 3), tf.uint8))["labels"]
-        assert labels.shape == (1, 48, 64) and labels.dtype == tf.uint8
+        labels = served(image=tf.constant(image))["labels"]
+        assert labels.shape == (1, 70, 90) and labels.dtype == tf.uint8
+        assert_labels_of(tiny_fcn8s, image[0], np.asarray(labels)[0], precision)
     assert sizes["float32"] - sizes["bfloat16"] >= 0.95 * halved, (sizes, halved)
     with pytest.raises(ValueError, match="precision='float32'"):
         fcn.export_model(tiny_fcn8s, tmp_path / "m.tflite", "litert", size=(64, 64),
@@ -189,10 +204,12 @@ def test_the_command_line_takes_precision_and_refuses_others(tiny_fcn8s, tmp_pat
     path = tmp_path / "tiny.keras"
     tiny_fcn8s.save(path)
     image = tmp_path / "a.png"
-    keras.utils.save_img(image, np.zeros((40, 50, 3), np.uint8))
+    pixels = np.random.default_rng(5).integers(0, 256, (70, 90, 3), np.uint8)
+    Image.fromarray(pixels).save(image)
     assert main(["predict", str(image), "--model", str(path), "--out", str(tmp_path / "out"),
                  "--precision", "bfloat16"]) == 0  # fmt: skip
-    assert (tmp_path / "out" / "a.png").exists()
+    written = np.asarray(Image.open(tmp_path / "out" / "a.png"))  # a palette PNG: the indices
+    assert_labels_of(tiny_fcn8s, pixels, written, "bfloat16")
     with pytest.raises(SystemExit):
         main(["predict", str(image), "--model", str(path), "--out", "x", "--precision", "fp16"])
     assert "invalid choice: 'fp16'" in capsys.readouterr().err
