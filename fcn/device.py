@@ -106,8 +106,14 @@ def native_bf16() -> str | None:
     :data:`BF16_CPU_FLAGS`), or None (bf16 would be emulated: no faster than float32).
 
     Examples:
-        >>> native_bf16() in ("GPU", "AMX", "AVX512-BF16", None)
-        True
+        >>> from unittest import mock
+        >>> def on(flags):  # a machine without a GPU whose CPU has these flags
+        ...     cpu = ("a CPU", frozenset(flags))
+        ...     with mock.patch.object(tf.config, "list_physical_devices", return_value=[]):
+        ...         with mock.patch("fcn.device._cpu_info", return_value=cpu):
+        ...             return native_bf16()
+        >>> on({"avx512_bf16", "amx_bf16"}), on({"avx512_bf16"}), on({"avx512f", "avx2"})
+        ('AMX', 'AVX512-BF16', None)
     """
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
@@ -123,8 +129,15 @@ def bf16_runs_natively() -> bool:
     fc6 took 0.38 s either way on an AMD EPYC with avx512_bf16).
 
     Examples:
-        >>> bf16_runs_natively() in (True, False)  # True on an AMX or AVX512-BF16 CPU, oneDNN
-        True
+        >>> from unittest import mock
+        >>> def runs(native, kernels):  # on hardware with this native bf16, these CPU kernels
+        ...     with mock.patch("fcn.device.native_bf16", return_value=native):
+        ...         with mock.patch("fcn.device.cpu_kernels", return_value=kernels):
+        ...             return bf16_runs_natively()
+        >>> runs("AMX", "oneDNN"), runs("AVX512-BF16", "Eigen")  # Eigen: bf16 in float32
+        (True, False)
+        >>> runs("GPU", "Eigen"), runs(None, "oneDNN")  # a GPU's, whatever the CPU's kernels
+        (True, False)
     """
     native = native_bf16()
     return native == "GPU" or (native is not None and cpu_kernels() == "oneDNN")
@@ -153,8 +166,13 @@ def auto_mixed_precision() -> str | None:
     ``"mixed_bfloat16"`` where :func:`bf16_runs_natively`, else None (float32 throughout).
 
     Examples:
-        >>> auto_mixed_precision() in ("mixed_bfloat16", None)
-        True
+        >>> from unittest import mock
+        >>> with mock.patch("fcn.device.bf16_runs_natively", return_value=True):
+        ...     auto_mixed_precision()
+        'mixed_bfloat16'
+        >>> with mock.patch("fcn.device.bf16_runs_natively", return_value=False):
+        ...     print(auto_mixed_precision())
+        None
     """
     return "mixed_bfloat16" if bf16_runs_natively() else None
 
