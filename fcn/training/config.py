@@ -247,7 +247,7 @@ class TrainConfig:
                 f.metadata["range"].check(f.name, getattr(self, f.name))
 
     def effective_recipe(self, replicas: int = 1) -> Recipe:
-        """The recipe this config trains with: [`RECIPES`][fcn.training.recipes.RECIPES]'s
+        """The recipe this config trains with: [`RECIPES`][fcn.training.recipes]'s
         ``recipe`` with this config's value of each field marked ``metadata["recipe"]`` where it
         is not None; without a ``batch_size``, the recipe's batch on each of ``replicas`` (2
         crops per replica for ``practical``, one whole image per replica for ``paper``).

@@ -39,7 +39,7 @@ class Recipe:
     and range there), a recipe's values standing for those a config leaves None
     ([`TrainConfig.effective_recipe`][fcn.training.config.TrainConfig.effective_recipe]); a
     ``crop_size`` of None trains on whole images at native size, one per step, and the
-    ``batch_size`` of [`RECIPES`][fcn.training.recipes.RECIPES] counts per replica.
+    ``batch_size`` of [`RECIPES`][fcn.training.recipes] counts per replica.
 
     Attributes:
         momentum: SGD momentum.
