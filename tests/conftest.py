@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 from PIL import Image  # noqa: E402
 
 # Property tests (hypothesis): "ci", the default, is derandomized and bounded to fit the suite's
-# time budget; HYPOTHESIS_PROFILE=thorough draws 20x as many new examples each run.
+# time budget; HYPOTHESIS_PROFILE=thorough draws 20x as many new examples each run (.ci/run runs
+# it once on the @given tests, -m hypothesis, seeded from the commit: --hypothesis-seed).
 settings.register_profile(
     "ci", max_examples=25, derandomize=True, deadline=None, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
