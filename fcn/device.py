@@ -1,12 +1,12 @@
 """Machine facts (ground floor): GPU memory growth, the CPU and its kernels, precisions, memory.
 
-Nothing here depends on another ``fcn`` module but the named choices (:mod:`fcn.options`) and
+Nothing here depends on another ``fcn`` module but the named choices ([`fcn.options`][]) and
 the hook that asks TensorFlow for its CPU kernels (``fcn._compat``); the training wing's
 policies built on these facts (the strategy, batch-size probing) live in
-:mod:`fcn.training.distribute` and :mod:`fcn.training.batch_size`.
+[`fcn.training.distribute`][] and [`fcn.training.batch_size`][].
 
 TensorFlow grabs (nearly) all of every GPU's memory the first time it touches it.
-:func:`enable_memory_growth` turns on memory growth instead, so a process only holds what it
+[`enable_memory_growth`][] turns on memory growth instead, so a process only holds what it
 uses; ``fcn.load_model``, ``fcn.train`` and the ``fcn`` command call it before they touch a
 device (``import fcn`` and ``fcn.build_model`` change nothing).
 """
@@ -36,8 +36,8 @@ def enable_memory_growth() -> None:
     """Let every visible GPU allocate on demand instead of all at once (no-op without GPUs, and
     for a GPU whose growth is on already).
 
-    Called by :func:`fcn.load_model`, :func:`fcn.train` and the command line, not by
-    :func:`fcn.build_model`: call it yourself first in a program that builds a model, or
+    Called by [`fcn.load_model`][], [`fcn.train`][] and the command line, not by
+    [`fcn.build_model`][]: call it yourself first in a program that builds a model, or
     otherwise touches a GPU, before any of those (a GPU already initialised cannot change: a
     warning says so).
 
@@ -102,8 +102,8 @@ BF16_GPU_CAPABILITY = (8, 0)
 
 def native_bf16() -> str | None:
     """The hardware's native bf16 arithmetic: ``"GPU"`` (a visible GPU of compute capability
-    :data:`BF16_GPU_CAPABILITY` or more), ``"AMX"`` or ``"AVX512-BF16"`` (the CPU's
-    :data:`BF16_CPU_FLAGS`), or None (bf16 would be emulated: no faster than float32).
+    [`BF16_GPU_CAPABILITY`][] or more), ``"AMX"`` or ``"AVX512-BF16"`` (the CPU's
+    [`BF16_CPU_FLAGS`][]), or None (bf16 would be emulated: no faster than float32).
 
     Examples:
         >>> from unittest import mock
@@ -125,8 +125,8 @@ def native_bf16() -> str | None:
 
 def bf16_runs_natively() -> bool:
     """Whether bf16 kernels run on native bf16 hardware here: a bf16 GPU, or a CPU with
-    :func:`native_bf16` under oneDNN's kernels (Eigen's bf16 convolutions compute in float32:
-    fc6 took 0.38 s either way on an AMD EPYC with avx512_bf16).
+    [`native_bf16`][] under oneDNN's kernels (Eigen's bf16 convolutions compute in float32, no
+    faster: `docs/design.md#bf16-where-the-hardware-has-it-fcninferenceprecisionpy-fcndevicepy`).
 
     Examples:
         >>> from unittest import mock
@@ -145,10 +145,10 @@ def bf16_runs_natively() -> bool:
 
 def resolve_precision(precision: Precision, argument: str = "precision") -> str:
     """``"float32"`` or ``"bfloat16"``: ``precision`` itself, or for ``"auto"`` bfloat16 where
-    :func:`bf16_runs_natively`, else float32.
+    [`bf16_runs_natively`][], else float32.
 
     Raises:
-        ValueError: naming ``argument`` for anything but :data:`PRECISIONS`.
+        ValueError: naming ``argument`` for anything but [`PRECISIONS`][].
 
     Examples:
         >>> resolve_precision("float32"), resolve_precision("auto") in ("float32", "bfloat16")
@@ -162,8 +162,8 @@ def resolve_precision(precision: Precision, argument: str = "precision") -> str:
 
 
 def auto_mixed_precision() -> str | None:
-    """The Keras policy that ``mixed_precision="auto"`` of :func:`fcn.train` trains under:
-    ``"mixed_bfloat16"`` where :func:`bf16_runs_natively`, else None (float32 throughout).
+    """The Keras policy that ``mixed_precision="auto"`` of [`fcn.train`][] trains under:
+    ``"mixed_bfloat16"`` where [`bf16_runs_natively`][], else None (float32 throughout).
 
     Examples:
         >>> from unittest import mock
@@ -178,8 +178,8 @@ def auto_mixed_precision() -> str | None:
 
 
 def cpu_summary() -> str:
-    """One line for logs and benchmark tables: CPU model, the :data:`CPU_FLAGS` it has, its
-    native bf16 (:func:`native_bf16`), the kernels, TensorFlow's thread settings (0 = its
+    """One line for logs and benchmark tables: CPU model, the [`CPU_FLAGS`][] it has, its
+    native bf16 ([`native_bf16`][]), the kernels, TensorFlow's thread settings (0 = its
     default, one per core) and the core count.
 
     Examples:
@@ -236,7 +236,7 @@ def expected_gpu() -> str | None:
 def compute_summary() -> str:
     """One line saying where ``fcn`` computes, for the command line to say once: the GPUs
     TensorFlow sees, or the CPU with its kernel set and the precision ``"auto"`` picks there;
-    with a warning first when :func:`expected_gpu` says a GPU was expected but TensorFlow sees
+    with a warning first when [`expected_gpu`][] says a GPU was expected but TensorFlow sees
     none.
 
     Examples:

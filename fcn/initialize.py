@@ -1,15 +1,15 @@
 """Kernels written in place, a slice at a time, so that no layer's weights ever exist twice.
 
 Keras creates each variable from its initializer's full-size result. For fc6 (7 x 7 x 512 x
-4096, 392 MiB) a glorot draw leaves temporaries of several times that behind: building one fc6
-raised RSS by 1,244 MiB under oneDNN and peaked 1,180 MiB above the import under Eigen
-(measured, ``benchmarks/README.md``), and a build from a weights file paid for that draw and
-then for a second, whole VGG16 model to read the file into. :func:`fcn.build_model` therefore
-creates every glorot kernel from uninitialised memory (:class:`Unwritten`, untouched pages cost
-no RAM) and then writes it here in slices of at most :data:`SLICE_ELEMENTS` values: either
-random with glorot's distribution (:func:`write_glorot`) or straight from a file's slices
-(:func:`write_slices`: VGG16 files in :mod:`fcn.vgg16`, ``.keras`` archives in
-:func:`load_keras_in_place`, which :func:`fcn.load_model` uses).
+4096, 392 MiB) a glorot draw leaves temporaries of several times that behind, and a build from
+a weights file paid for that draw and then for a second, whole VGG16 model to read the file
+into (the figures:
+`docs/design.md#the-model-fcnmodelpy-fcnlayerspy-fcnvgg16py-fcninitializepy`).
+[`fcn.build_model`][] therefore creates every glorot kernel from uninitialised memory
+([`Unwritten`][], untouched pages cost no RAM) and then writes it here in slices of at most
+[`SLICE_ELEMENTS`][] values: either random with glorot's distribution ([`write_glorot`][]) or
+straight from a file's slices ([`write_slices`][]: VGG16 files in [`fcn.vgg16`][], ``.keras``
+archives in [`load_keras_in_place`][], which [`fcn.load_model`][] uses).
 
 A kernel (..., C_in, C_out) is written as blocks of rows of its (prod(...) * C_in, C_out)
 view: one block never crosses a leading index, so each is one strided-slice assignment.
@@ -41,11 +41,11 @@ RowBlock = tuple[tuple[int, ...], int, int]
 
 @keras.saving.register_keras_serializable(package="fcn")
 class Unwritten(keras.initializers.Initializer):
-    """Uninitialised memory of the right shape: a placeholder that :func:`write_glorot` or
-    :func:`write_slices` must overwrite before the variable is read.
+    """Uninitialised memory of the right shape: a placeholder that [`write_glorot`][] or
+    [`write_slices`][] must overwrite before the variable is read.
 
-    :func:`fcn.build_model` and :func:`load_keras_in_place` put the layer's real initializer
-    back (:func:`restore_initializers`), so a saved model's config never names this class.
+    [`fcn.build_model`][] and [`load_keras_in_place`][] put the layer's real initializer
+    back ([`restore_initializers`][]), so a saved model's config never names this class.
 
     Examples:
         >>> layer = keras.layers.Conv2D(16, 3, kernel_initializer=Unwritten())
@@ -60,7 +60,7 @@ class Unwritten(keras.initializers.Initializer):
 
 
 def row_blocks(shape: tuple[int, ...]) -> Iterator[RowBlock]:
-    """The row blocks, of at most :data:`SLICE_ELEMENTS` values, that cover a kernel of
+    """The row blocks, of at most [`SLICE_ELEMENTS`][] values, that cover a kernel of
     ``shape`` (..., C_in, C_out), in memory order.
 
     Examples:
@@ -76,15 +76,15 @@ def row_blocks(shape: tuple[int, ...]) -> Iterator[RowBlock]:
 
 def write_slices(variable, read: Callable[[RowBlock], np.ndarray]) -> None:
     """Fill ``variable`` (..., C_in, C_out) in place, block by block: ``read(block)`` returns
-    the (end - first, C_out) values of :func:`row_blocks`' ``block``.
+    the (end - first, C_out) values of [`row_blocks`][]' ``block``.
 
     A copy of the variable in host memory is written through a NumPy view of its own buffer
-    (:func:`_host_buffer`). Not with TensorFlow's ``ResourceStridedSliceAssign``: a sliced
+    (``_host_buffer``). Not with TensorFlow's ``ResourceStridedSliceAssign``: a sliced
     assignment puts the variable in "copy on read" mode for good, after which every read of it
-    (every forward pass) copies the whole kernel and every optimizer update copies it again;
-    measured on the full FCN-8s, that was 513 MiB more per forward pass and ~800 MiB more per
-    training step (``benchmarks/README.md``, issue 12). A copy on another device (a GPU) is
-    assembled in host memory and assigned whole.
+    (every forward pass) copies the whole kernel and every optimizer update copies it again
+    (the figures:
+    `docs/design.md#the-model-fcnmodelpy-fcnlayerspy-fcnvgg16py-fcninitializepy`).
+    A copy on another device (a GPU) is assembled in host memory and assigned whole.
 
     Examples:
         >>> kernel = keras.Variable(np.zeros((2, 3, 4), "float32"))
@@ -143,7 +143,7 @@ def glorot_limit(shape: tuple[int, ...]) -> float:
 def write_glorot(variable) -> None:
     """Fill ``variable`` in place with glorot-uniform values (Keras' default kernel
     initializer, bounds from the whole shape), from a generator seeded by Python's ``random``
-    (so :func:`keras.utils.set_random_seed` makes builds repeatable).
+    (so ``keras.utils.set_random_seed`` makes builds repeatable).
 
     Examples:
         >>> kernel = keras.Variable(np.zeros((3, 3, 8, 16), "float32"))
@@ -234,9 +234,9 @@ def dataset_reader(kernel: h5py.Dataset, shape: tuple[int, ...]):
 
 
 def restore_initializers(model: keras.Model) -> list[str]:
-    """Give every layer with an :class:`Unwritten` kernel Keras' glorot-uniform initializer
+    """Give every layer with an [`Unwritten`][] kernel Keras' glorot-uniform initializer
     back (what its config then names); returns those layers' names. Their kernels must be
-    written (:func:`write_glorot`, :func:`write_slices`) by the caller.
+    written ([`write_glorot`][], [`write_slices`][]) by the caller.
 
     Examples:
         >>> dense = keras.layers.Dense(2, kernel_initializer=Unwritten(), name="fc")
@@ -264,10 +264,10 @@ def load_keras_in_place(
     variable whole beside it).
 
     The config is Keras' (deserialised in ``safe_mode``) with its glorot-uniform kernels
-    created :class:`Unwritten`; every variable of every layer is then read from the file,
+    created [`Unwritten`][]; every variable of every layer is then read from the file,
     which must hold them all, with the shapes of the config. ``edit``, if given, changes the
     model's config (the ``"config"`` of the file's ``config.json``) in place first:
-    :func:`fcn.inference.precision.set_precision` makes the model bf16 before any weight exists,
+    [`fcn.inference.precision.set_precision`][] makes the model bf16 before any weight exists,
     so each is read from the file straight into its bf16 variable.
 
     Raises:
@@ -322,7 +322,7 @@ def _stored(dataset: h5py.Dataset, values: np.ndarray) -> np.ndarray:
 
 def _defer_glorot(config) -> None:
     """Turn every glorot-uniform ``kernel_initializer`` (without a seed) in a serialised
-    Keras config into :class:`Unwritten`, in place."""
+    Keras config into [`Unwritten`][], in place."""
     if isinstance(config, dict):
         init = config.get("kernel_initializer")
         if isinstance(init, dict) and init.get("class_name") == "GlorotUniform":

@@ -26,6 +26,8 @@ FLOORS: dict[str, int] = {
     "fcn.inference": 2, "fcn.training": 3,
     # 4: the front door
     "fcn.cli": 4, "fcn.demo": 4, "fcn.__main__": 4, "fcn": 4,
+    # test, benchmark and notebook support: on top, and imported by no module (below)
+    "fcn.testing": 4,
 }  # fmt: skip
 """The floor of each module (the longest matching prefix): a module imports only from its own
 floor or below."""
@@ -159,6 +161,15 @@ def test_no_fcn_import_inside_a_function(name):
         for node, _ in fcn_imports(function, name)
     ]
     assert not hidden, hidden
+
+
+def test_no_module_imports_the_test_support():
+    """``fcn.testing`` serves the tests, benchmarks and notebooks; the library never needs it."""
+    importers = [
+        name for name, path in MODULES.items()
+        if "fcn.testing" in {m for _, m in fcn_imports(ast.parse(path.read_text()), name)}
+    ]  # fmt: skip
+    assert not importers, importers
 
 
 def test_the_training_wing_re_exports_nothing():

@@ -11,15 +11,19 @@ import socket
 import numpy as np
 import pytest
 from conftest import clear_of_ties, network_tolerance, randomize, sum_tolerance, whole_logits
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from PIL import Image
 from test_data_download import Server
 
 import fcn
 from fcn import presets
-from fcn.caffe import caffe_layers, convert_caffe, write_caffemodel
+from fcn.caffe import convert_caffe
 from fcn.data import DataError, read_image, read_pair, write_label
 from fcn.inference import model_files
 from fcn.inference.model_files import DEFAULT_MODEL_FILE
+from fcn.presets import PRESETS
+from fcn.testing import caffe_layers, write_caffemodel
 
 RNG = np.random.default_rng(0)
 
@@ -54,6 +58,21 @@ def test_every_input_type_keeps_its_exact_size(tiny_fcn8s, tmp_path):
     many = fcn.predict([array, array[:20, :31]], tiny_fcn8s)
     assert [m.shape for m in many] == [(37, 53), (20, 31)]
     assert len(np.unique(reference)) > 1  # a real prediction, not a constant map
+
+
+def test_predict_returns_labels_and_predict_proba_labels_with_probabilities(tiny_fcn8s):
+    """One return type each: ``predict`` a label map (a list of them for a list),
+    ``predict_proba`` (labels, probabilities) of one image; ``probabilities=`` is gone."""
+    image = RNG.integers(0, 256, (23, 41, 3)).astype(np.uint8)
+    labels = fcn.predict(image, tiny_fcn8s, precision="float32")
+    assert isinstance(labels, np.ndarray) and labels.shape == (23, 41)
+    proba_labels, probs = fcn.predict_proba(image, tiny_fcn8s, precision="float32")
+    np.testing.assert_array_equal(proba_labels, labels)
+    assert probs.shape == (23, 41, 21) and probs.dtype == np.float32
+    np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=0, atol=1e-5)
+    np.testing.assert_array_equal(probs.argmax(-1), labels)
+    with pytest.raises(TypeError, match="probabilities"):
+        fcn.predict(image, tiny_fcn8s, probabilities=True)
 
 
 def test_read_image_converts_modes_and_rejects_bad_arrays(tmp_path):
@@ -114,11 +133,9 @@ def test_more_than_256_classes_keep_their_indices():
 
 def test_tiled_prediction_equals_whole_image(tiny_fcn8s):
     image = RNG.integers(0, 256, (150, 700, 3)).astype(np.uint8)
-    whole, p_whole = fcn.predict(image, tiny_fcn8s, probabilities=True, precision="float32")
+    whole, p_whole = fcn.predict_proba(image, tiny_fcn8s, precision="float32")
     budget = 150 * (64 + 2 * 256)  # forces tiles of 64-pixel cores with 256-pixel margins
-    tiled, p_tiled = fcn.predict(
-        image, tiny_fcn8s, probabilities=True, max_pixels=budget, precision="float32"
-    )
+    tiled, p_tiled = fcn.predict_proba(image, tiny_fcn8s, max_pixels=budget, precision="float32")
     assert p_whole.shape == (150, 700, 21)
     np.testing.assert_allclose(p_whole.sum(-1), 1.0, rtol=0, atol=sum_tolerance(21, 1.0))
     logits = np.asarray(tiny_fcn8s(image[None].astype("float32"), training=False)[0])
@@ -211,8 +228,37 @@ def test_offline_the_error_names_the_file_the_address_and_the_way_by_hand(monkey
     message = str(error.value)
     assert f"http://127.0.0.1:{closed}/fcn8s-heavy-pascal.caffemodel" in message
     assert "fcn convert fcn8s-heavy-pascal.caffemodel --variant fcn8s --out" in message
-    with pytest.raises(FileNotFoundError, match="model file not found"):
+    with pytest.raises(FileNotFoundError, match="nope.keras: model file not found"):
         fcn.predict(np.zeros((8, 8, 3), np.uint8), model=tmp_path / "nope.keras")
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(sorted(PRESETS)), st.integers(0, 20), st.sampled_from("0123456789xz-"))
+def test_a_mistyped_model_name_lists_the_presets_and_suggests_the_closest(name, at, typo):
+    """One character of a known name replaced: neither a file nor a preset; the error says
+    both, lists every preset and suggests one a single edit away (as the name it came from
+    is), by edit distance counted here."""
+    at = at % len(name)
+    mistyped = name[:at] + typo + name[at + 1 :]
+    assume(mistyped not in PRESETS)
+    with pytest.raises(FileNotFoundError) as error:
+        fcn.load_model(mistyped)
+    message = str(error.value)
+    assert message.startswith(f"{mistyped}: model file not found, and no known model has")
+    assert all(known in message for known in PRESETS)
+    assert message.endswith("fcn models describes them)")
+    suggested = message.split("did you mean ")[1].split("?")[0]
+    assert _edit_distance(mistyped, suggested) == 1
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Levenshtein's distance: insertions, deletions and substitutions."""
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        previous, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (x != y))
+    return row[-1]
 
 
 def test_predict_files_streams_a_folder(model_file, tmp_path):

@@ -5,7 +5,7 @@ in parallel ``tf.numpy_function`` calls and a fixed, small number of batches is 
 Decoded data is never cached. Labels stay sparse uint8 class indices with 255 for void.
 
 An iterator can be abandoned: a script that takes one batch and ends exits promptly (see
-:func:`_release_iterators_at_exit`).
+``_release_iterators_at_exit``).
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def eval_dataset(
 
     Args:
         files: image/label pairs, e.g. ``voc_pairs(root, "val")``.
-        num_classes, on_error, parallel_calls: as in :func:`train_dataset`.
+        num_classes, on_error, parallel_calls: as in [`train_dataset`][].
         shuffle: visit the pairs in a new random order on each pass (the FILE LIST is shuffled;
             the paper's whole-image training); default: in order, as evaluation wants, each
             pair once (a pair listed twice raises DataError: its pixels would count twice).

@@ -1,10 +1,10 @@
 """Caffe's SGD as the FCN solvers run it, and the order in which a step updates the variables.
 
-:class:`CaffeSGD`: coupled L2 decay on kernels, twice the rate and no decay on biases, per-layer
-rate multipliers (the skip layers' :func:`fcn.training.loss.skip_kernel_lr_mults`) and
+[`CaffeSGD`][]: coupled L2 decay on kernels, twice the rate and no decay on biases, per-layer
+rate multipliers (the skip layers' [`fcn.training.rates.skip_kernel_lr_mults`][]) and
 measured per-layer factors held in the optimiser's state; momentum applied in place.
-:func:`update_order`: each variable updated as soon as the backward pass is done reading it.
-:func:`recipe_optimizer`: the optimiser a :class:`~fcn.training.recipes.Recipe` asks for.
+[`update_order`][]: each variable updated as soon as the backward pass is done reading it.
+[`recipe_optimizer`][]: the optimiser a [`Recipe`][] asks for.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import keras
 import tensorflow as tf
 
 from fcn._compat import UpdateAllHook
-from fcn.training.loss import HEAD_SCORE
+from fcn.training.rates import HEAD_SCORE
 from fcn.training.recipes import Recipe
 
 
@@ -27,11 +27,11 @@ class CaffeSGD(UpdateAllHook, keras.optimizers.SGD):
     own ``weight_decay`` is decoupled); biases (1-D variables) get ``bias_lr_mult`` times the
     learning rate and no decay. ``kernel_lr_mults`` maps layer names to a factor on their kernel's
     loss gradient (``mult * g + decay * w``): with ``s**2`` it trains that layer exactly as if its
-    input were scaled by ``s`` (see :func:`fcn.training.loss.skip_kernel_lr_mults`). The layers of
+    input were scaled by ``s`` (see [`fcn.training.rates.skip_kernel_lr_mults`][]). The layers of
     ``measured_layers`` get one more factor on their kernel's loss gradient, held in the optimiser's
-    state rather than its config (:attr:`rate_factors`, 1 until set; saved, restored and synced with
-    the other optimiser variables): :func:`fcn.training.train.train` sets score_fr's from its input
-    energy at the start of a run (:func:`fcn.training.loss.stable_rate_factor`).
+    state rather than its config ([`rate_factors`][], 1 until set; saved, restored and synced with
+    the other optimiser variables): [`fcn.training.train.train`][] sets score_fr's from its input
+    energy at the start of a run ([`fcn.training.rates.stable_rate_factor`][]).
 
     Examples:
         >>> optimizer = CaffeSGD(learning_rate=1e-4, momentum=0.9,
@@ -55,9 +55,10 @@ class CaffeSGD(UpdateAllHook, keras.optimizers.SGD):
         self.kernel_lr_mults = dict(kernel_lr_mults or {})
         self.measured_layers = tuple(measured_layers)
         self.rate_factors: dict[str, keras.Variable] = {}
-        """The factor of each of :attr:`measured_layers` (a scalar variable, after build)."""
+        """The factor of each of [`measured_layers`][fcn.training.optimizer.CaffeSGD] (a scalar
+        variable, after build)."""
         self.update_after: dict[str, tuple[str, ...]] = {}
-        """:func:`update_order` of the model: when set, each variable (by path) is updated as soon
+        """[`update_order`][] of the model: when set, each variable (by path) is updated as soon
         as the gradients named here exist (on one replica; a scheduling hint, not config)."""
 
     def build(self, variables):
@@ -75,7 +76,7 @@ class CaffeSGD(UpdateAllHook, keras.optimizers.SGD):
 
     def update_all(self, grads, trainable_variables, learning_rate):
         """The update of every variable (``fcn._compat.UpdateAllHook``), in
-        :attr:`update_after`'s order: each update waits for the gradients named there and for
+        [`update_after`][]'s order: each update waits for the gradients named there and for
         nothing else (Keras' own waits for all of them, so every gradient is held to the end of
         the backward pass; fc6's alone is 392 MiB). Several replicas keep Keras' all-reduce and
         order."""
@@ -133,7 +134,7 @@ class CaffeSGD(UpdateAllHook, keras.optimizers.SGD):
 
 def update_order(model: keras.Model) -> dict[str, tuple[str, ...]]:
     """For each trainable variable of ``model`` (by path), the variables whose gradients its
-    update must wait for (:attr:`CaffeSGD.update_after`): those of the nearest layers upstream
+    update must wait for ([`CaffeSGD.update_after`][]): those of the nearest layers upstream
     that have trainable weights (fc6's update waits for conv5_3's gradients, score_pool4's for
     conv4_3's). Those gradients are computed from this layer's input gradient, so by then the
     backward pass has read this layer's kernel for the last time: updated earlier, TensorFlow
@@ -186,8 +187,8 @@ def recipe_optimizer(
 ) -> CaffeSGD:
     """The optimiser ``recipe`` asks for, for a run of ``total_batches`` batches, averaging
     ``accumulate`` batches per update, with ``kernel_lr_mults``
-    (:func:`fcn.training.loss.skip_kernel_lr_mults` of the model) and score_fr's measured factor
-    (:data:`fcn.training.loss.HEAD_SCORE`). (Keras evaluates a schedule at every batch,
+    ([`fcn.training.rates.skip_kernel_lr_mults`][] of the model) and score_fr's measured factor
+    ([`fcn.training.rates.HEAD_SCORE`][]). (Keras evaluates a schedule at every batch,
     accumulated or not, so the poly schedule spans batches, not updates.)
 
     Examples:
