@@ -94,35 +94,46 @@ def _cmd_predict(args) -> int:
 def _result_paths(images: list[Path], out: Path, overwrite: bool) -> list[tuple[Path, Path]]:
     """Where ``fcn predict`` writes each image's label map and overlay: ``OUT/<stem>.png`` and
     ``OUT/<stem>_overlay.png``. Refused, naming the files, before anything is computed: an
-    ``OUT`` that holds an input image (``fcn predict imgs/ --out imgs/``: a result could
-    replace an image; even with ``--overwrite``), two results with one name (``a/photo.jpg
-    b/photo.jpg``, ``photo.jpg photo.png``), or results on existing files (an earlier run's)
-    without ``--overwrite``. (Each result is written whole and renamed into place: a link in
-    ``OUT`` is replaced, never the file it points to.)"""
+    ``OUT`` that holds an input image (``fcn predict imgs/ --out imgs/``), a result on an input
+    reached by a link, two results whose names differ at most in case (``a/photo.jpg
+    b/photo.jpg``, ``Photo.jpg photo.png``: one file where case is ignored), both even with
+    ``--overwrite``; results on existing files (an earlier run's) without ``--overwrite``."""
+    inputs = {_file_id(image): image for image in images}
+    written: dict[str, tuple[Path, Path]] = {}  # case-folded result -> (result, its image)
     for image in images:
         if image.parent.resolve() == out.resolve():
             raise ValueError(
                 f"--out {out} holds the input {image}, which a result could replace: pass an "
                 "--out folder apart from the images"
             )
-    written: dict[Path, Path] = {}
-    for image in images:
         for result in (out / f"{image.stem}.png", out / f"{image.stem}_overlay.png"):
-            if result in written:
+            if str(result).casefold() in written:
                 raise ValueError(
-                    f"{written[result]} and {image} would both be predicted into {result}: give "
-                    "them separate --out folders (results are named by the image's stem)"
+                    f"{written[str(result).casefold()][1]} and {image} would both be predicted "
+                    f"into {result}: give them separate --out folders (results are named by "
+                    "the image's stem)"
                 )
-            written[result] = image
-    existing = [result for result in written if result.exists()]
+            if result.exists() and _file_id(result) in inputs:
+                raise ValueError(
+                    f"{result} is the input {inputs[_file_id(result)]} (a link): {image}'s "
+                    "result would replace it; pass an --out folder apart from the images"
+                )
+            written[str(result).casefold()] = result, image
+    existing = [result for result, _ in written.values() if result.exists()]
     if existing and not overwrite:
         listed = ", ".join(map(str, existing[:3])) + (" ..." if len(existing) > 3 else "")
         raise FileExistsError(
             f"{out} already holds {len(existing)} of the files this run would write ({listed}): "
             "pass --overwrite to replace them, or another --out"
         )
-    results = list(written)
+    results = [result for result, _ in written.values()]
     return list(zip(results[::2], results[1::2]))
+
+
+def _file_id(path: Path) -> tuple[int, int]:
+    """The (device, inode) of the file ``path`` names, links followed: one for all its names."""
+    status = path.stat()
+    return status.st_dev, status.st_ino
 
 
 def _cmd_models(args) -> int:
@@ -379,7 +390,7 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder: OUT/<stem>.png and "
                    "OUT/<stem>_overlay.png per image (never an input's name)")  # fmt: skip
     p.add_argument("--overwrite", action="store_true",
-                   help="replace an earlier run's results in --out (else refused)")  # fmt: skip
+                   help="replace files of the results' names in --out (else refused)")  # fmt: skip
     p.add_argument("--model", help=f".keras model or a known name (default: {DEFAULT_MODEL}, "
                    "the paper's FCN-8s, downloaded and converted once)")  # fmt: skip
     p.add_argument(

@@ -119,8 +119,11 @@ def known_names(name: str) -> str:
     Examples:
         >>> known_names("fcn9s-voc")
         'known models: fcn8s-voc, fcn16s-voc, fcn32s-voc, fcn8s-atonce-voc; did you mean fcn8s-voc?'
+        >>> known_names("FCN16S-VOC").endswith("did you mean fcn16s-voc?"), known_names("unet")
+        (True, 'known models: fcn8s-voc, fcn16s-voc, fcn32s-voc, fcn8s-atonce-voc')
     """
-    close = difflib.get_close_matches(name, PRESETS, n=1)
+    folded = {known.casefold(): known for known in PRESETS}
+    close = [folded[k] for k in difflib.get_close_matches(name.casefold(), folded, n=1)]
     return f"known models: {', '.join(PRESETS)}" + (f"; did you mean {close[0]}?" if close else "")
 
 

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -185,15 +186,16 @@ def test_predict_never_writes_two_results_under_one_name(model_file, tmp_path, c
     """Two images of one stem (in two folders, or two formats) would share a result: refused
     naming both and the result, before any work (the --out folder is never made)."""
     rng = np.random.default_rng(0)
-    for name in ("a/photo.jpg", "b/photo.jpg", "c/photo.png", "c/photo.jpg"):
+    for name in ("a/photo.jpg", "b/photo.jpg", "c/photo.png", "c/photo.jpg", "d/Photo.jpg"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         Image.fromarray(rng.integers(0, 256, (20, 30, 3), np.uint8)).save(tmp_path / name)
     out = tmp_path / "out"
-    for first, second in [("a/photo.jpg", "b/photo.jpg"), ("c/photo.jpg", "c/photo.png")]:
+    for first, second in [("a/photo.jpg", "b/photo.jpg"), ("c/photo.jpg", "c/photo.png"),
+                          ("a/photo.jpg", "d/Photo.jpg")]:  # one file where case is ignored
         line = _refused(capsys, "predict", tmp_path / first, tmp_path / second, "--out", out,
                         "--model", model_file)  # fmt: skip
         both = f"{tmp_path / first} and {tmp_path / second} would both be predicted into "
-        assert both + f"{out / 'photo.png'}" in line and "separate --out" in line
+        assert both + f"{out / Path(second).stem}.png" in line and "separate --out" in line
         assert not out.exists()
     line = _refused(capsys, "predict", tmp_path / "c", "--out", out, "--model", model_file)
     assert str(tmp_path / "c" / "photo.jpg") in line and str(tmp_path / "c" / "photo.png") in line
@@ -218,6 +220,14 @@ def test_predict_never_overwrites_an_input_nor_an_earlier_run_unasked(model_file
             line = _refused(capsys, "predict", *images, "--out", out, "--model", model_file,
                             *extra)  # fmt: skip
             assert f"--out {out} holds the input " in line and "apart from the images" in line
+    real = tmp_path / "elsewhere"  # an input reached by a link: its file is OUT/z.png
+    real.mkdir()
+    Image.fromarray(rng.integers(0, 256, (20, 30, 3), np.uint8)).save(real / "z.png")
+    (imgs / "z.png").symlink_to(real / "z.png")
+    line = _refused(capsys, "predict", imgs / "z.png", "--out", real, "--model", model_file,
+                    "--overwrite")  # fmt: skip
+    assert f"{real / 'z.png'} is the input {imgs / 'z.png'} (a link)" in line
+    (imgs / "z.png").unlink()
     assert _tree(imgs) == before
     out = tmp_path / "out"
     args = ["predict", str(imgs / "y.jpg"), "--out", str(out), "--model", str(model_file)]

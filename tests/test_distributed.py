@@ -26,6 +26,7 @@ from fcn.training import distribute
 from fcn.training.checkpoint import read_state
 from fcn.training.distribute import fingerprint, local_cluster
 from fcn.training.recipes import RECIPES
+from fcn.training.run_lock import LOCK_FILE, hold
 from fcn.training.train import compile_for_training
 
 SCRIPT = Path(__file__).with_name("distributed_script.py")
@@ -211,6 +212,26 @@ def test_workers_given_other_data_or_settings_all_refuse(tmp_path, flag, errors)
     for process, (_, err), error in zip(processes, ended, errors, strict=True):
         assert process.returncode != 0 and error in err, err[-3000:]
     assert not dirs[0].exists() and not dirs[1].exists()
+
+
+def test_the_chief_alone_locks_the_run_directory_and_a_busy_one_stops_every_worker(tmp_path):
+    """This process holds the other worker's run_dir: the cluster trains (only the chief
+    locks its run_dir); then it holds the chief's: the chief refuses naming this process and the
+    other worker stops quoting it, before anything is read or written."""
+    dirs = [tmp_path / "run", tmp_path / "other"]
+    with hold(dirs[1]):
+        chief, other = results(cluster(tmp_path / "data", dirs, 1, 2))
+    assert chief["iterations"] == other["iterations"] == 2
+    assert not dirs[1].exists() and not (dirs[0] / LOCK_FILE).exists()  # released
+    dirs[0] = tmp_path / "busy"
+    with hold(dirs[0]):
+        processes = cluster(tmp_path / "data", dirs, 1, 2)
+        errors = [err for _, err in finish(processes)]
+    assert all(p.returncode != 0 for p in processes), errors[1][-3000:]
+    busy = f"RunDirectoryBusyError: {dirs[0]} is in use by another training run (pid {os.getpid()} "
+    assert busy in errors[0], errors[0][-3000:]
+    assert "ValueError: 1 of 2 workers stopped (the chief: RunDirectoryBusyError: " in errors[1]
+    assert not dirs[0].exists()  # made by this hold alone, and removed as it ended
 
 
 @pytest.mark.parametrize("policy, accumulate", [("float32", 2), ("mixed_float16", 1)])

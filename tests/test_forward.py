@@ -121,15 +121,22 @@ def test_a_bfloat16_band_holds_twice_the_rows_of_a_float32_one(tiny_fcn8s):
 
 def test_the_streamed_caches_let_their_model_go(monkeypatch):
     """A model's streamed form and forward functions are kept while it lives and go with it:
-    a model its user drops is freed, also after its function ran streamed and whole."""
+    a model its user drops is freed once its function is dropped too, also after the function
+    ran streamed and whole; a function kept runs on, its model held by it."""
     model = build_model("fcn8s", weights=None, width=TINY)
     forward, images = compiled_forward(model, "labels"), np.zeros((1, 40, 60, 3), np.uint8)
-    forward(images)  # streamed (always_stream)
-    monkeypatch.setattr(budget, "WHOLE_PIXELS", 10**9)
-    forward(images)  # whole: the Keras model traced into the function
+    runs = {}
+    for whole_pixels in (0, 10**9):  # streamed, then whole (the Keras model traced in)
+        monkeypatch.setattr(budget, "WHOLE_PIXELS", whole_pixels)
+        runs[whole_pixels] = np.asarray(forward(images))
     assert model in streamed._STREAMED and model in streamed._FORWARDS
     gone = weakref.ref(model)
-    del model, forward
+    del model
+    gc.collect()
+    for whole_pixels, labels in runs.items():  # its function keeps it alive
+        monkeypatch.setattr(budget, "WHOLE_PIXELS", whole_pixels)
+        np.testing.assert_array_equal(forward(images), labels)
+    del forward
     gc.collect()
     assert gone() is None  # and so are its entries (weak keys)
 

@@ -256,11 +256,13 @@ RANGES = {f.name: f.metadata["range"] for f in dataclasses.fields(TrainConfig)
 
 @given(st.sampled_from(sorted(RANGES)), st.data())
 def test_every_out_of_range_setting_is_refused_naming_it(name, data):
-    low, high, _, whole = RANGES[name]
-    choices = [st.floats(-1e9, low, exclude_max=True)]
+    field_range = RANGES[name]
+    low, high = field_range.low, field_range.high
+    choices = [st.floats(-1e9, low, exclude_max=not field_range.open_low),
+               st.sampled_from([float("nan"), float("inf"), -float("inf")])]  # fmt: skip
     if high < 2**30:
-        choices.append(st.floats(high, 1e12, exclude_min=True))
-    if whole:
+        choices.append(st.floats(high, 1e12, exclude_min=not field_range.open_high))
+    if field_range.whole:
         choices.append(st.integers(int(low), int(min(high, 1e6))).map(lambda v: v + 0.5))
     value = data.draw(st.one_of(choices))
     with pytest.raises(ValueError, match=rf"^{name}="):

@@ -85,8 +85,10 @@ def check_sum(path: str | os.PathLike) -> None:
 def _existing(path: str | os.PathLike) -> Path:
     path = Path(path)
     if not path.exists():
+        if path.suffix or len(path.parts) > 1:  # a file's path
+            raise FileNotFoundError(f"{path}: model file not found")
         raise FileNotFoundError(
-            f"{path}: model file not found, and no known model has that name "
+            f"{path}: no such model file, and no known model has that name "
             f"({known_names(str(path))}; fcn models describes them)"
         )
     check_sum(path)

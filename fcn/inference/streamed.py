@@ -32,6 +32,7 @@ whole, with a warning that says why and what it costs (its default pixel budget 
 
 from __future__ import annotations
 
+import functools
 import warnings
 import weakref
 from collections.abc import Callable
@@ -451,8 +452,9 @@ def compiled_forward(
 
     Returns:
         A function of RGB images (N, H, W, 3), uint8 (kept uint8 until each band is read) or
-        float 0..255, to the output above. The function is made once per model and output
-        (``_FORWARDS``); it does not keep the model alive.
+        float 0..255, to the output above. It holds ``model`` for as long as it lives; its
+        traced functions are made once per model and output (``_FORWARDS``, which holds the
+        model weakly: they go with it).
 
     Examples:
         >>> from fcn import build_model
@@ -495,4 +497,8 @@ def compiled_forward(
             return traced[whole if small else banded, images.dtype](images)
 
         cache[output] = forward
-    return cache[output]
+    # the cached function holds the model weakly (else the cache would keep its key alive);
+    # the caller's holds it strongly: a function kept after its model was dropped still runs
+    held = functools.partial(cache[output])
+    held.model = model
+    return held

@@ -3,12 +3,15 @@
 One module per concept, each importing only the ones before it and the floors below
 (model, data, inference's evaluator; the ground floor's machine facts):
 
+* [`recipes`][]: the ``practical`` and ``paper`` recipes (plain data);
+* [`loss`][]: the segmentation loss (mean over labelled pixels, void left out);
+* [`rates`][]: the per-layer learning rates (skip layers, score_fr's stable rate);
 * [`optimizer`][]: Caffe's SGD and the order of its updates;
-* [`recipes`][]: the loss, the ``practical`` and ``paper`` recipes, skip-layer
-  and head rates;
-* [`config`][]: [`TrainConfig`][], a run's settings;
+* [`config`][]: [`TrainConfig`][], a run's settings, each with its range;
 * [`checkpoint`][]: the run directory (atomic checkpoints, state, log, guard);
+* [`run_lock`][]: one training process per run directory;
 * [`distribute`][]: the strategy, the cluster, the chief, syncing;
+* [`agreement`][]: every worker trains with the chief's settings;
 * [`batch_size`][]: a step's memory estimate and the batch that fits;
 * [`loop`][]: the compiled step and the epoch loop;
 * [`train`][]: [`fcn.train`][], which puts them together.

@@ -45,11 +45,13 @@ def chief_settings(
     settings = json.loads(distribute.sync_text(strategy, sent))
     problem, mine = "", {}
     if not chief:
+        mine = {k: v for k, v in given.items() if k not in READ_BY_THE_CHIEF_ALONE}
         try:
-            mine = _with_names({k: v for k, v in given.items() if k not in READ_BY_THE_CHIEF_ALONE})
-            problem = describe(differences(settings, mine, names=list(settings)), "the chief")
-        except Exception as error:  # noqa: BLE001 (its class_names file, unreadable here)
+            mine = _with_names(mine)
+        except (OSError, ValueError) as error:  # its class_names file, unreadable here
             problem = f"class_names: {error}"
+        else:
+            problem = describe(differences(settings, mine, names=list(settings)), "the chief")
     others = distribute.count_workers(strategy, bool(problem))
     if others:
         raise ValueError(

@@ -12,6 +12,7 @@ marked ``metadata["recipe"]``, where None stands for the recipe's value
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
@@ -34,21 +35,27 @@ MIXED_PRECISION_POLICIES: tuple[str, ...] = ("auto", "mixed_float16", "mixed_bfl
 
 
 class Range(NamedTuple):
-    """The values of a numeric [`TrainConfig`][] field (its ``metadata["range"]``): ``low`` to
-    ``high``, both included, whole numbers alone where ``whole`` (``2.0`` is one); ``what``
-    says so in words.
+    """The values of a numeric [`TrainConfig`][] field (its ``metadata["range"]``): finite
+    numbers from ``low`` to ``high``, each included unless ``open_low`` / ``open_high``, whole
+    numbers alone where ``whole`` (``2.0`` is one); ``what`` says so in words.
 
     Examples:
         >>> Range(1, 2**20, "a whole number >= 1", whole=True).check("accumulate", 0)
         Traceback (most recent call last):
         ...
         ValueError: accumulate=0: must be a whole number >= 1
+        >>> Range(0, 1, "in [0, 1)", open_high=True).check("dropout", 1.0)
+        Traceback (most recent call last):
+        ...
+        ValueError: dropout=1.0: must be in [0, 1)
     """
 
     low: float
     high: float
     what: str
     whole: bool = False
+    open_low: bool = False
+    open_high: bool = False
 
     def check(self, name: str, value: Any) -> None:
         """Raise TypeError unless ``value`` (of the field ``name``) is a number or None, and
@@ -57,7 +64,10 @@ class Range(NamedTuple):
             return
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"{name} must be a number, got {value!r}")
-        if not (self.low <= value <= self.high) or (self.whole and value != int(value)):
+        above = self.low < value if self.open_low else self.low <= value
+        below = value < self.high if self.open_high else value <= self.high
+        whole = not self.whole or (math.isfinite(value) and value == int(value))
+        if not (math.isfinite(value) and above and below and whole):
             raise ValueError(f"{name}={value!r}: must be {self.what}")
 
 
@@ -102,15 +112,15 @@ class TrainConfig:
         metadata={"resume": "fixed",
                   "help": "channel multiplier of the VGG body and fc6/fc7 (1.0: the paper's "
                   "net; smaller only with weights none: fast tests and demos)",
-                  "range": Range(1e-9, float("inf"),
-                                 "a positive channel multiplier of the paper's net")},
+                  "range": Range(0, float("inf"), "a positive channel multiplier of the "
+                                 "paper's net", open_low=True)},
     )  # fmt: skip
     dropout: float = field(
         default=0.5,
         metadata={"resume": "fixed",
                   "help": "dropout rate after fc6 and fc7 (0.5: the paper's; 0 makes a step "
                   "deterministic, e.g. to compare runs)",
-                  "range": Range(0.0, 0.999999, "in [0, 1): a dropout rate")},
+                  "range": Range(0.0, 1.0, "in [0, 1): a dropout rate", open_high=True)},
     )  # fmt: skip
     num_classes: int | None = field(
         default=None,
@@ -166,7 +176,7 @@ class TrainConfig:
         metadata={"recipe": True,
                   "help": "base learning rate for the loss averaged over labelled pixels "
                   "(default: the recipe's)",
-                  "range": Range(1e-300, float("inf"), "a positive number")},
+                  "range": Range(0, float("inf"), "a positive number", open_low=True)},
     )  # fmt: skip
     augment: bool | None = field(
         default=None,
@@ -210,8 +220,9 @@ class TrainConfig:
     )  # fmt: skip
     seed: int | None = field(
         default=0,
-        metadata={"help": "seed of the data order and augmentation (none: fresh randomness)"},
-    )
+        metadata={"help": "seed of the data order and augmentation (none: fresh randomness)",
+                  "range": Range(0, 2**31 - 1, "a whole number in 0..2**31-1", whole=True)},
+    )  # fmt: skip
     val_every: int = field(
         default=1,
         metadata={"help": "epochs between two evaluations on the validation files",

@@ -66,10 +66,15 @@ def hold(run_dir: str | os.PathLike) -> Iterator[Path]:
     """
     run_dir = Path(run_dir)
     made = not run_dir.exists()
-    check_writable(run_dir)
     path = run_dir / LOCK_FILE
-    fd = _lock(path)
     try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fd = _lock(path)
+    except OSError:  # not writable, a read-only file system: said by check_writable, naming it
+        check_writable(run_dir)
+        raise
+    try:
+        check_writable(run_dir)  # held: its probe file cannot meet another start's
         left = os.pread(fd, 4096, 0).decode(errors="replace").strip()
         if left:
             warnings.warn(
