@@ -36,6 +36,12 @@ IM2COL_BAND_BYTES = 32 * 2**20
 rows reads, times the kernel's height, width and input channels): a training step's memory, not
 inference's bands ([`fcn.inference.budget.BAND_BYTES`][])."""
 
+ROW_PRODUCT_COLUMNS = 256
+"""Output channels per matrix product of [`row_products`][]: a kernel row's band (fc6: 3,584 x
+256 floats, 3.5 MiB) stays in cache while every output position reads it, where a whole row
+(56 MiB) does not. The figures: benchmarks/README.md, "The default step: where its time
+goes"."""
+
 ROW_PRODUCT_KERNEL = 7
 """Kernels with at least this many rows, unpadded, run forward as [`row_products`][] (measured
 on fc6's 7x7 only; 3x3 convolutions run at the kernels' peak as they are)."""
@@ -80,10 +86,11 @@ def conv2d(x: tf.Tensor, kernel: tf.Tensor, padding) -> tf.Tensor:
 
 
 def row_products(x: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
-    """``tf.nn.conv2d(x, kernel, 1, "VALID")`` as ``k`` matrix products, one per kernel row:
-    the (N * OH * OW, k * Cin) patches of input rows ``i .. i + OH`` times kernel row ``i``
-    reshaped to (k * Cin, Cout), summed over ``i``. Temporaries: one row's patches (``k * Cin``
-    values per output position, for fc6 7/8 of the output's size) and the running sum.
+    """``tf.nn.conv2d(x, kernel, 1, "VALID")`` as matrix products, one per kernel row and band
+    of [`ROW_PRODUCT_COLUMNS`][] output channels: the (N * OH * OW, k * Cin) patches of input
+    rows ``i .. i + OH`` times kernel row ``i``'s columns, summed over ``i``. Temporaries: one
+    row's patches (``k * Cin`` values per output position, for fc6 7/8 of the output's size)
+    and the running sums (the output's size).
 
     Examples:
         >>> x, k = tf.random.normal((2, 9, 8, 3)), tf.random.normal((7, 7, 3, 5))
@@ -93,15 +100,19 @@ def row_products(x: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
     """
     kh, kw, cin, cout = kernel.shape
     rows = tf.shape(x)[1] - kh + 1
-    out = None
+    bands = [(start, min(start + ROW_PRODUCT_COLUMNS, cout))
+             for start in range(0, cout, ROW_PRODUCT_COLUMNS)]  # fmt: skip
+    sums = [None] * len(bands)
     for i in range(kh):
         patches = tf.image.extract_patches(x[:, i : i + rows], [1, 1, kw, 1], [1] * 4, [1] * 4,
                                            "VALID")  # fmt: skip
-        shape = tf.shape(patches)
-        product = tf.matmul(tf.reshape(patches, [-1, kw * cin]), tf.reshape(kernel[i], [-1, cout]))
-        product = tf.reshape(product, [shape[0], shape[1], shape[2], cout])
-        out = product if out is None else out + product
-    return out
+        matrix = tf.reshape(patches, [-1, kw * cin])
+        for b, (start, stop) in enumerate(bands):
+            product = tf.matmul(matrix, tf.reshape(kernel[i, :, :, start:stop], [-1, stop - start]))
+            sums[b] = product if sums[b] is None else sums[b] + product
+    shape = tf.shape(patches)
+    out = sums[0] if len(sums) == 1 else tf.concat(sums, axis=-1)
+    return tf.reshape(out, [shape[0], shape[1], shape[2], cout])
 
 
 def lean_conv2d(x: tf.Tensor, kernel: tf.Tensor, padding: str) -> tf.Tensor:
@@ -141,6 +152,9 @@ def lean_conv2d(x: tf.Tensor, kernel: tf.Tensor, padding: str) -> tf.Tensor:
             fallback = bands if banded else whole
             if padding != "VALID":
                 return fallback()
+            known = dy.shape[:3].num_elements()  # fixed crops: the choice made when traced,
+            if known is not None:  # so that an input gradient nothing reads is never computed
+                return patch_gradients(x, kernel, dy) if known <= kernel.shape[-1] else fallback()
             positions = tf.reduce_prod(tf.shape(dy)[:3])
             return tf.cond(  # the patch matrix is at most the kernel's size: use it
                 positions <= kernel.shape[-1], lambda: patch_gradients(x, kernel, dy), fallback

@@ -3,6 +3,8 @@ kernels stay in their own buffers: reads share them and a training step updates 
 
 from __future__ import annotations
 
+from unittest import mock
+
 import keras
 import numpy as np
 import pytest
@@ -12,8 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fcn
+from fcn import conv_gradients
 from fcn._compat import host_view
-from fcn.conv_gradients import banded_gradients, conv2d, lean_conv2d, patch_gradients
+from fcn.conv_gradients import (
+    ROW_PRODUCT_COLUMNS,
+    banded_gradients,
+    conv2d,
+    lean_conv2d,
+    patch_gradients,
+)
 from fcn.training.recipes import RECIPES
 from fcn.training.train import compile_for_training
 
@@ -113,17 +122,20 @@ def test_kernels_are_read_without_copies_and_updated_in_place(tmp_path):
                     st.integers(1, 5)),  # fmt: skip
     k=st.sampled_from([7, 9]),
     dtype=st.sampled_from(["float32", "bfloat16"]),
+    columns=st.sampled_from([1, 2, 3, ROW_PRODUCT_COLUMNS]),
 )
-def test_row_products_forward_equals_a_float64_convolution(shape, k, dtype):
-    """fc6's forward (:func:`row_products`, through :func:`conv2d`) for any batch, size and
-    channels: the float64 convolution of the same (rounded) inputs, to the rounding of sums of
-    k * k * Cin products in float32, and in bf16 the rounding of each of the k row products and
-    of each of the k running sums (bf16's unit roundoff: 2**-8)."""
+def test_row_products_forward_equals_a_float64_convolution(shape, k, dtype, columns):
+    """fc6's forward (`row_products`, through `conv2d`) for any batch, size, channels and band
+    of output channels (all of them in one, or bands of 1-3 with a last one narrower): the
+    float64 convolution of the same (rounded) inputs, to the rounding of sums of k * k * Cin
+    products in float32, and in bf16 the rounding of each of the k row products and of each of
+    the k running sums (bf16's unit roundoff: 2**-8)."""
     n, extra_h, extra_w, cin, cout = shape
     rng = np.random.default_rng(sum(shape) * k)
     x = tf.cast(rng.standard_normal((n, k + extra_h, k + extra_w, cin)), dtype)
     kernel = tf.cast(rng.standard_normal((k, k, cin, cout)), dtype)
-    out = tf.cast(conv2d(x, kernel, "VALID"), tf.float64).numpy()
+    with mock.patch.object(conv_gradients, "ROW_PRODUCT_COLUMNS", columns):
+        out = tf.cast(conv2d(x, kernel, "VALID"), tf.float64).numpy()
     x64, k64 = tf.cast(x, tf.float64), tf.cast(kernel, tf.float64)
     exact = tf.nn.conv2d(x64, k64, 1, "VALID").numpy()
     magnitude = tf.nn.conv2d(abs(x64), abs(k64), 1, "VALID").numpy()
@@ -131,3 +143,31 @@ def test_row_products_forward_equals_a_float64_convolution(shape, k, dtype):
     if dtype == "bfloat16":
         tolerance += sum_tolerance(2 * k, magnitude, 2.0**-8)
     assert_within(out, exact, tolerance, f"row products {dtype}")
+
+
+@pytest.mark.parametrize("static", [True, False])
+def test_fc6s_gradient_is_chosen_when_traced_where_its_shapes_are_known(static):
+    """Fixed crops (shapes known when traced): fc6's gradient is its patch matrix's products,
+    chosen in Python, so an input gradient that nothing reads (a frozen VGG body) is pruned
+    from the graph; unknown shapes keep the choice in the graph (a conditional), where both of
+    its gradients are computed (under Eigen 2.0 s instead of 0.7 for fc6's kernel gradient at
+    two 320x320 crops)."""
+    kernel = tf.random.normal((7, 7, 4, 8))
+    spec = tf.TensorSpec((2, 9, 9, 4) if static else (None, None, None, 4), tf.float32)
+
+    @tf.function(input_signature=[spec])
+    def kernel_gradient(x):
+        with tf.GradientTape() as tape:
+            tape.watch(kernel)
+            total = tf.reduce_sum(lean_conv2d(x, kernel, "valid"))
+        return tape.gradient(total, kernel)
+
+    graph = kernel_gradient.get_concrete_function().graph
+    conditionals = [op for op in graph.get_operations() if op.type in ("If", "StatelessIf")]
+    assert bool(conditionals) == (not static)
+    x = tf.random.normal((2, 9, 9, 4))
+    with tf.GradientTape() as tape:
+        tape.watch(kernel)
+        total = tf.reduce_sum(tf.nn.conv2d(x, kernel, 1, "VALID"))
+    expected = tape.gradient(total, kernel)
+    np.testing.assert_allclose(kernel_gradient(x), expected, rtol=1e-4, atol=1e-4)
