@@ -5,7 +5,9 @@ The step ``fcn.train`` runs by default (the practical recipe: 2 crops of 320x320
 (``fcn.training.loop.train_step``) and in parts: the forward pass (training and inference
 mode), the gradients of every trained variable, the same with fc6 and/or fc7 left out, and
 the optimizer's update alone. The differences say what each part costs: fc6's gradient is
-``grads_all_trained - grads_without_fc6``. Run it once per kernel set:
+``grads_all_trained - grads_without_fc6``. fc6 alone, on these crops' pool5: its forward in
+bands of ``ROW_PRODUCT_COLUMNS`` output channels and in one band (whole kernel rows, as before
+Dec 7), and its kernel gradient. Run it once per kernel set:
 
     TF_ENABLE_ONEDNN_OPTS=0 python benchmarks/default_step_profile.py --json eigen.json
     TF_ENABLE_ONEDNN_OPTS=1 python benchmarks/default_step_profile.py --json onednn.json
@@ -20,11 +22,14 @@ import json
 import statistics
 import time
 from pathlib import Path
+from unittest import mock
 
+import keras
 import numpy as np
 import tensorflow as tf
 
 import fcn
+from fcn import conv_gradients
 from fcn.device import cpu_summary
 from fcn.training.config import TrainConfig
 from fcn.training.loop import train_step, trained_tape
@@ -66,6 +71,22 @@ def main() -> None:
     def without(*layers):
         return gradients([v for v in trained if v.path.split("/")[0] not in layers])
 
+    pool5 = keras.Model(model.input, model.get_layer("pool5").output)(images)
+    fc6 = tf.convert_to_tensor(model.get_layer("fc6").kernel)
+
+    def fc6_forward(columns):
+        with mock.patch.object(conv_gradients, "ROW_PRODUCT_COLUMNS", columns):  # when traced
+            run = tf.function(lambda: conv_gradients.conv2d(pool5, fc6, "VALID"))
+            run()
+        return run
+
+    @tf.function
+    def fc6_kernel_gradient():
+        with tf.GradientTape() as tape:
+            tape.watch(fc6)
+            total = tf.reduce_sum(conv_gradients.lean_conv2d(pool5, fc6, "valid"))
+        return tf.reduce_sum(tape.gradient(total, fc6))
+
     data = iter(tf.data.Dataset.from_tensors((images, labels)).repeat())
     step = train_step(model, tf.distribute.get_strategy())
     zeros = [tf.zeros_like(v) for v in trained]
@@ -78,6 +99,9 @@ def main() -> None:
         "grads_without_fc7": without("fc7"),
         "grads_without_fc6_fc7": without("fc6", "fc7"),
         "optimizer_apply": tf.function(lambda: model.optimizer.apply(zeros, trained)),
+        "fc6_forward_in_bands": fc6_forward(conv_gradients.ROW_PRODUCT_COLUMNS),
+        "fc6_forward_whole_rows": fc6_forward(fc6.shape[-1]),
+        "fc6_kernel_gradient": fc6_kernel_gradient,
     }
     times = {}
     for name, part in parts.items():

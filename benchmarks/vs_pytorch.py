@@ -26,7 +26,12 @@ build. Cells:
   5e-4 on the per-pixel mean cross-entropy ignoring 255 (fcn:
   :func:`fcn.training.train.compile_for_training` with the practical recipe and
   :func:`fcn.training.loop.train_step`, the step ``fcn.train`` runs; before
-  Dec 2, 10:00 UTC ``train_on_batch``, i.e. ``fit``'s step).
+  Dec 2, 10:00 UTC ``train_on_batch``, i.e. ``fit``'s step). Every layer trains (from fresh
+  weights ``compile_for_training`` freezes nothing).
+* ``default 320x320 b2``: the step ``fcn.train`` runs by default, the practical recipe's (2
+  crops of 320, the VGG body's blocks ``frozen_blocks`` of it frozen, as from pretrained
+  weights, the skip layers' rates); PyTorch the same step with the same blocks'
+  ``requires_grad`` off (since Dec 7, issue 45).
 * ``--estimate``: fcn train cells at 320 and 500, batches 1, 2 and 4, beside
   :func:`fcn.training.batch_size.training_memory_estimate`.
 
@@ -57,7 +62,8 @@ VGG16_NOTOP = (
     Path(__file__).resolve().parents[2]
     / "shared/vgg16_imagenet_notop/vgg16_weights_tf_dim_ordering_tf_kernels_notop.h5"
 )
-MAIN = [("build", 0, 0), ("forward", 500, 1), ("train", 500, 1), ("train", 320, 4)]
+MAIN = [("build", 0, 0), ("forward", 500, 1), ("train", 500, 1), ("train", 320, 4),
+        ("default", 320, 2)]
 PRECISIONS = ("fp32", "bf16")
 PEAK_FLOP_PER_CYCLE = {  # (vendor, bf16 hardware) -> per core: fp32, bf16
     ("GenuineIntel", "AMX"): {"fp32": 64, "bf16": 1024},
@@ -168,7 +174,11 @@ def torch_cell(
             with torch.inference_mode(), autocast():
                 model(images).argmax(1)
     else:
-        optimizer = torch.optim.SGD(model.parameters(), lr=1e-10, momentum=0.9, weight_decay=5e-4)
+        if kind == "default":  # the practical recipe's frozen blocks, from the parent
+            for block in model.blocks[: geometry["frozen_blocks"]]:
+                block.requires_grad_(False)
+        trained = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.SGD(trained, lr=1e-10, momentum=0.9, weight_decay=5e-4)
         loss_fn = torch.nn.CrossEntropyLoss(ignore_index=255)
 
         def step():
@@ -221,7 +231,9 @@ def fcn_cell(kind: str, size: int, batch: int, repeats: int, source: str, precis
 
         from fcn.training.loop import train_step
 
-        compile_for_training(model, RECIPES["practical"], total_batches=1000, pretrained=False)
+        pretrained = kind == "default"  # the frozen blocks and the skip layers' rates
+        compile_for_training(model, RECIPES["practical"], total_batches=1000,
+                             pretrained=pretrained)  # fmt: skip
         out["estimate_mib"] = training_memory_estimate(model, size, batch) / 2**20
         batches = iter(tf.data.Dataset.from_tensors((images, labels)).repeat())
         fcn_step = train_step(model, tf.distribute.get_strategy())  # what fcn.train runs
@@ -272,7 +284,7 @@ def run_cell(framework: str, kind: str, size: int, batch: int, args, extra: str,
     name = framework + (f" {kernels}" if kernels else "")
     row = {"framework": name, "kind": kind, "size": size, "batch": batch, "source": source,
            "precision": precision, **row}  # fmt: skip
-    if "step_s" in row and size:
+    if "step_s" in row and size and kind != "default":  # a frozen body's backward: not counted
         flops = args.flops[size] * batch * (3 if kind == "train" else 1)
         row["tflops"] = flops / row["step_s"] / 1e12
         row["peak_share"] = flops / row["step_s"] / args.peak[precision]
@@ -347,13 +359,17 @@ def main() -> None:
     import fcn
     from fcn.device import cpu_summary
     from fcn.layout import CROP_OFFSETS, INPUT_PAD, VGG_BLOCKS
+    from fcn.training.recipes import RECIPES
 
     print(f"# {cpu_summary()}", flush=True)
     args.peak = peak_flops()
     peaks = ", ".join(f"{p} {v / 1e12:.2f} TFLOP/s" for p, v in args.peak.items())
     print(f"# nominal peak: {peaks}", flush=True)
     offsets = CROP_OFFSETS["fcn8s"]
-    geometry = json.dumps({"pad": INPUT_PAD, "blocks": VGG_BLOCKS, "offsets": offsets})
+    frozen = RECIPES["practical"].frozen_blocks
+    geometry = json.dumps(
+        {"pad": INPUT_PAD, "blocks": VGG_BLOCKS, "offsets": offsets, "frozen_blocks": frozen}
+    )
     saved = Path(tempfile.mkdtemp(prefix="fcn-vs-torch-")) / "fcn8s.keras"
     keras.utils.set_random_seed(0)
     reference = fcn.build_model("fcn8s", weights=None)
