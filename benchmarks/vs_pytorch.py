@@ -312,14 +312,15 @@ def forward_flops(model, size: int) -> int:
 def peak_flops() -> dict[str, float]:
     """This CPU's nominal peak FLOP/s per precision (cores x clock x :data:`PEAK_FLOP_PER_CYCLE`;
     bf16 without native hardware: fp32's), and the line that says so."""
-    from fcn.device import _cpu_info, native_bf16
+    from fcn.cpu import cpu_info
+    from fcn.device import native_bf16
 
     with open("/proc/cpuinfo") as f:
         info = {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in f if ":" in ln)}
     vendor, mhz = info["vendor_id"], float(info["cpu MHz"])
     per_cycle = PEAK_FLOP_PER_CYCLE.get((vendor, native_bf16()))
     if per_cycle is None:
-        fp32 = 64 if "avx512f" in _cpu_info()[1] else 32
+        fp32 = 64 if "avx512f" in cpu_info()[1] else 32
         per_cycle = {"fp32": fp32, "bf16": fp32}
     return {p: os.cpu_count() * mhz * 1e6 * per_cycle[p] for p in PRECISIONS}
 

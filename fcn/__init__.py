@@ -11,7 +11,8 @@ Every public name below is a name of ``fcn`` itself, loaded when first used (PEP
 fcn`` imports no TensorFlow, so ``fcn --help`` answers at once; ``fcn.train`` imports the
 training wing the first time it is read. Importing changes no global TensorFlow setting either:
 [`enable_memory_growth`][] runs when a model is loaded or trained and in the ``fcn`` command, not
-when one is built (see its docstring).
+when one is built (see its docstring); the CPU kernel set is [`choose_kernels`][]'s to set, called
+before TensorFlow starts (the ``fcn`` command calls it for each command).
 
 Examples:
     >>> import fcn
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and the API ref
     from fcn import data
     from fcn.caffe import convert_caffe
     from fcn.classes import IGNORE_LABEL, NUM_CLASSES, VOC_CLASSES
+    from fcn.cpu import choose_kernels
     from fcn.device import OutOfMemoryError, enable_memory_growth
     from fcn.inference.evaluate import EvaluationCallback, evaluate
     from fcn.inference.export import export_model
@@ -47,6 +49,7 @@ _PUBLIC: dict[str, str] = {
     "data": "fcn.data",
     "convert_caffe": "fcn.caffe",
     "IGNORE_LABEL": "fcn.classes", "NUM_CLASSES": "fcn.classes", "VOC_CLASSES": "fcn.classes",
+    "choose_kernels": "fcn.cpu",
     "OutOfMemoryError": "fcn.device", "enable_memory_growth": "fcn.device",
     "EvaluationCallback": "fcn.inference.evaluate", "evaluate": "fcn.inference.evaluate",
     "export_model": "fcn.inference.export",

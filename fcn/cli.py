@@ -11,7 +11,9 @@ start-up lines (CUDA drivers, CPU instructions, oneDNN) are hidden unless ``--ve
 ``FCN_VERBOSE=1`` asks for them (``TF_CPP_MIN_LOG_LEVEL``, when set, is left as it is); instead
 a command that computes says once, in one line, where it computes
 ([`fcn.device.compute_summary`][]: the GPUs, or the CPU, its kernels and precision, and a
-warning when a GPU was expected but TensorFlow sees none).
+warning when a GPU was expected but TensorFlow sees none). Before TensorFlow starts, a command
+takes the CPU kernel set measured fastest for what it runs ([`COMMAND_WORKLOADS`][]) unless
+``TF_ENABLE_ONEDNN_OPTS`` is set.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
 import fcn
+from fcn.cpu import Workload, choose_kernels
 from fcn.inference.budget import STREAMED_MAX_PIXELS
 from fcn.layout import VARIANTS
 from fcn.options import EXPORT_FORMATS, OUTPUTS, PRECISIONS
@@ -454,6 +457,15 @@ def _info_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variant", default="fcn8s", choices=VARIANTS)
 
 
+COMMAND_WORKLOADS: dict[str, Workload] = {
+    "train": "training", "find-batch-size": "training", "demo": "training",
+    "evaluate": "inference", "predict": "inference",
+}  # fmt: skip
+"""What each command mostly runs: its kernel set is the one measured fastest for that on this
+CPU ([`fcn.cpu.choose_kernels`][]) unless ``TF_ENABLE_ONEDNN_OPTS`` is set. The others (convert,
+export, info) keep TensorFlow's default."""
+
+
 def _start_tensorflow_quietly() -> None:
     """Import TensorFlow and let it probe its devices with the process's standard error (file
     descriptor 2, where its C++ code writes) pointed at /dev/null, then keep its later info and
@@ -495,6 +507,8 @@ def main(argv: list[str] | None = None) -> int:
     verbose = args.verbose or os.environ.get("FCN_VERBOSE", "") not in ("", "0")
     try:
         if args.computes:
+            if args.command in COMMAND_WORKLOADS:  # before TensorFlow starts
+                choose_kernels(COMMAND_WORKLOADS[args.command])
             if not verbose:
                 _start_tensorflow_quietly()
             from fcn.device import compute_summary, enable_memory_growth

@@ -13,13 +13,21 @@ device (``import fcn`` and ``fcn.build_model`` change nothing).
 
 from __future__ import annotations
 
-import functools
 import os
 import warnings
 
 import tensorflow as tf
 
 from fcn._compat import onednn_enabled
+from fcn.cpu import (
+    KERNEL_SET_VALUES,
+    ONEDNN_VARIABLE,
+    Workload,
+    cpu_class,
+    cpu_info,
+    fastest_kernels,
+    kernels_note,
+)
 from fcn.options import PRECISIONS, Precision
 
 
@@ -74,22 +82,25 @@ def cpu_kernels() -> str:
     return "oneDNN" if onednn_enabled() else "Eigen"
 
 
-@functools.cache
-def _cpu_info() -> tuple[str, frozenset[str]]:
-    """The CPU's model name and feature flags (Linux' /proc/cpuinfo; elsewhere unknown, none)."""
-    model, flags = "unknown CPU", frozenset()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name":
-                    model = value.strip()
-                elif key.strip() == "flags":
-                    flags = frozenset(value.split())
-                    break
-    except OSError:  # not Linux: no /proc
-        pass
-    return model, flags
+def kernels_advice(workload: Workload) -> str | None:
+    """What to do where this process runs ``workload`` under a kernel set slower than the one
+    measured fastest on this CPU ([`fcn.cpu.fastest_kernels`][]) and the user set neither (a
+    set ``TF_ENABLE_ONEDNN_OPTS`` is the user's choice): one sentence, else None.
+
+    Examples:
+        >>> advice = kernels_advice("training")
+        >>> advice is None or "TF_ENABLE_ONEDNN_OPTS" in advice
+        True
+    """
+    fastest = fastest_kernels(workload)
+    if fastest is None or fastest == cpu_kernels() or ONEDNN_VARIABLE in os.environ:
+        return None
+    return (
+        f"this {cpu_class()}-only CPU runs fcn's {workload} faster under TensorFlow's {fastest} "
+        f"kernels than under {cpu_kernels()} (benchmarks/README.md): set "
+        f"{ONEDNN_VARIABLE}={KERNEL_SET_VALUES[fastest]} before TensorFlow is imported, or call "
+        f"fcn.choose_kernels({workload!r}) first (the fcn command does)"
+    )
 
 
 BF16_CPU_FLAGS = {"amx_bf16": "AMX", "avx512_bf16": "AVX512-BF16"}
@@ -110,7 +121,7 @@ def native_bf16() -> str | None:
         >>> def on(flags):  # a machine without a GPU whose CPU has these flags
         ...     cpu = ("a CPU", frozenset(flags))
         ...     with mock.patch.object(tf.config, "list_physical_devices", return_value=[]):
-        ...         with mock.patch("fcn.device._cpu_info", return_value=cpu):
+        ...         with mock.patch("fcn.device.cpu_info", return_value=cpu):
         ...             return native_bf16()
         >>> on({"avx512_bf16", "amx_bf16"}), on({"avx512_bf16"}), on({"avx512f", "avx2"})
         ('AMX', 'AVX512-BF16', None)
@@ -119,7 +130,7 @@ def native_bf16() -> str | None:
     if gpus:
         capability = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability")
         return "GPU" if capability and tuple(capability) >= BF16_GPU_CAPABILITY else None
-    flags = _cpu_info()[1]
+    flags = cpu_info()[1]
     return next((name for flag, name in BF16_CPU_FLAGS.items() if flag in flags), None)
 
 
@@ -186,7 +197,7 @@ def cpu_summary() -> str:
         >>> cpu_summary().endswith(f"; {os.cpu_count()} cores")
         True
     """
-    model, flags = _cpu_info()
+    model, flags = cpu_info()
     present = [flag for flag in CPU_FLAGS if flag in flags] or ["none of " + "/".join(CPU_FLAGS)]
     bf16 = native_bf16()
     threading = tf.config.threading
@@ -250,13 +261,15 @@ def compute_summary() -> str:
             for gpu in gpus
         )
         return f"computing on {len(gpus)} GPU{'s' * (len(gpus) > 1)} ({names}), memory growth on"
-    model = _cpu_info()[0]
+    model = cpu_info()[0]
     bf16 = native_bf16()
     precision = (
         f"bfloat16 where precision is auto ({bf16})" if bf16_runs_natively()
         else f"float32 (no native bf16{' under Eigen' if bf16 else ''})"
     )  # fmt: skip
-    line = f"computing on the CPU: {model}, {cpu_kernels()} kernels, {precision}"
+    note = kernels_note()
+    kernels = f"{cpu_kernels()} kernels" + (f" ({note})" if note else "")
+    line = f"computing on the CPU: {model}, {kernels}, {precision}"
     reason = expected_gpu()
     if reason:
         line = (

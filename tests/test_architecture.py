@@ -18,7 +18,7 @@ FLOORS: dict[str, int] = {
     # 0: ground floor, facts
     "fcn.classes": 0, "fcn.device": 0, "fcn.preprocessing": 0, "fcn.initialize": 0,
     "fcn.presets": 0, "fcn.layout": 0, "fcn.options": 0, "fcn.data.errors": 0,
-    "fcn.inference.budget": 0, "fcn._compat": 0,
+    "fcn.inference.budget": 0, "fcn._compat": 0, "fcn.cpu": 0,
     # 1: model and data
     "fcn.vgg16": 1, "fcn.conv_gradients": 1, "fcn.layers": 1, "fcn.model": 1, "fcn.caffe": 1,
     "fcn.metrics": 1, "fcn.plots": 1, "fcn.results": 1, "fcn.data": 1,
@@ -76,7 +76,7 @@ def test_every_module_has_a_floor_and_imports_only_downwards():
     assert not wrong, wrong
 
 
-PLAIN_FACTS = {"fcn.classes", "fcn.layout", "fcn.options", "fcn.presets"}
+PLAIN_FACTS = {"fcn.classes", "fcn.layout", "fcn.options", "fcn.presets", "fcn.cpu"}
 """Ground-floor modules of plain values that import neither another ``fcn`` module nor
 TensorFlow: the command line's parser stands on them."""
 

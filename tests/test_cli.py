@@ -20,6 +20,7 @@ from PIL import Image
 from test_data_download import Server, archive, voc_tar
 
 import fcn
+import fcn.cpu
 import fcn.presets
 from fcn.caffe import convert_caffe
 from fcn.cli import EXAMPLES, build_parser, main
@@ -120,6 +121,36 @@ def test_a_computing_command_says_one_line_of_its_own_and_hides_tensorflows(tmp_
     assert ours[1].startswith("fcn: error: ") and "none.caffemodel" in ours[1]
     if not verbose:
         assert lines == ours
+
+
+@pytest.mark.parametrize("user_value", [None, "0", "1"])
+@pytest.mark.parametrize(
+    ("command", "workload"), [("train", "training"), ("evaluate", "inference")]
+)
+def test_a_command_takes_the_kernel_set_measured_fastest_for_its_work(
+    tmp_path, command, workload, user_value
+):
+    """Unset, ``TF_ENABLE_ONEDNN_OPTS`` becomes the kernel set measured fastest for what the
+    command runs on this CPU (TensorFlow's own default where nothing was measured), and the
+    machine line says the choice was fcn's; set, the user's value stands, unremarked."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+    if user_value is not None:
+        env["TF_ENABLE_ONEDNN_OPTS"] = user_value
+    missing = tmp_path / "none"
+    args = ["train", missing] if command == "train" else ["evaluate", missing / "m.keras", missing]
+    run = subprocess.run([sys.executable, "-m", "fcn", *map(str, args)], capture_output=True,
+                         text=True, env=env, timeout=300)  # fmt: skip
+    assert run.returncode == 2, run.stderr[-2000:]
+    line = next(line for line in run.stderr.splitlines() if line.startswith(COMPUTING))
+    if "GPU" in line:
+        return
+    flags = fcn.cpu.cpu_info()[1]
+    tf_default = "oneDNN" if flags & {"avx512_vnni", "avx512_bf16", "amx_bf16"} else "Eigen"
+    fastest = fcn.cpu.fastest_kernels(workload)
+    chosen = fastest if user_value is None else None
+    expected = chosen or {"0": "Eigen", "1": "oneDNN", None: tf_default}[user_value]
+    assert f", {expected} kernels" in line, line
+    assert (f"fcn's choice for {workload}" in line) == (chosen is not None), line
 
 
 def test_models_lists_the_presets_and_where_each_is(tmp_path, capsys, monkeypatch):

@@ -43,7 +43,7 @@ def test_the_machine_line_names_cpu_kernels_and_precision(monkeypatch, flags, ke
     """On a machine without GPUs: the CPU's model, the kernel set, and bf16 exactly where the
     CPU has native bf16 and oneDNN runs it; a warning first where a GPU was expected."""
     monkeypatch.setattr(device.tf.config, "list_physical_devices", lambda kind=None: [])
-    monkeypatch.setattr(device, "_cpu_info", lambda: ("Some CPU", flags))
+    monkeypatch.setattr(device, "cpu_info", lambda: ("Some CPU", flags))
     monkeypatch.setattr(device, "cpu_kernels", lambda: kernels)
     monkeypatch.setattr(
         device, "expected_gpu", lambda: "/dev/nvidia0 exists" if gpu_expected else None
@@ -120,3 +120,35 @@ def test_importing_fcn_or_building_a_model_changes_no_device_setting_loading_one
 
 class _FakeGpu:
     name = "/physical_device:GPU:0"
+
+
+@pytest.mark.parametrize("fastest", [None, "oneDNN", "Eigen"])
+@pytest.mark.parametrize("running", ["oneDNN", "Eigen"])
+@pytest.mark.parametrize("user_value", [None, "0"])
+def test_advice_only_where_a_faster_kernel_set_was_measured_and_the_user_chose_none(
+    monkeypatch, fastest, running, user_value
+):
+    monkeypatch.setattr(device, "fastest_kernels", lambda workload: fastest)
+    monkeypatch.setattr(device, "cpu_kernels", lambda: running)
+    if user_value is None:
+        monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
+    else:
+        monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", user_value)
+    advice = device.kernels_advice("training")
+    if fastest in (None, running) or user_value is not None:
+        assert advice is None
+    else:
+        value = "1" if fastest == "oneDNN" else "0"
+        assert f"faster under TensorFlow's {fastest} kernels than under {running}" in advice
+        assert f"TF_ENABLE_ONEDNN_OPTS={value} before" in advice
+        assert "fcn.choose_kernels('training')" in advice
+
+
+def test_train_passes_the_advice_on_as_a_warning(monkeypatch, tmp_path):
+    import fcn.training.train as training
+
+    monkeypatch.setattr(training, "kernels_advice", lambda workload: f"advice for {workload}")
+    with pytest.warns(UserWarning, match="advice for training"):
+        fcn.train(fcn.data.sample_voc_root(), run_dir=tmp_path, weights=None, width=1 / 16,
+                  epochs=1, steps_per_epoch=1, crop_size=64, batch_size=1, val_files=(),
+                  verbose=0)  # fmt: skip

@@ -39,7 +39,7 @@ def test_auto_is_bfloat16_exactly_where_a_cpu_runs_it_natively(flags, kernels):
     """Any CPU's flags under either kernel set: native bf16 is AMX before AVX512-BF16, and
     "auto" is bfloat16 only with one of them under oneDNN (Eigen computes bf16 in float32)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fcn.device, "_cpu_info", lambda: ("a CPU", frozenset(flags)))
+        patch.setattr(fcn.device, "cpu_info", lambda: ("a CPU", frozenset(flags)))
         patch.setattr(fcn.device, "cpu_kernels", lambda: kernels)
         patch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
         native = "AMX" if "amx_bf16" in flags else "AVX512-BF16" if "avx512_bf16" in flags else None

@@ -24,7 +24,12 @@ import tensorflow as tf
 from fcn import data
 from fcn.classes import NUM_CLASSES
 from fcn.data.errors import data_errors_named
-from fcn.device import OutOfMemoryError, auto_mixed_precision, enable_memory_growth
+from fcn.device import (
+    OutOfMemoryError,
+    auto_mixed_precision,
+    enable_memory_growth,
+    kernels_advice,
+)
 from fcn.inference.evaluate import EvaluationCallback
 from fcn.inference.model_files import load_model
 from fcn.model import build_model
@@ -236,6 +241,9 @@ def train(
         (1, None, False)
     """
     enable_memory_growth()  # before the strategy or the model touch a GPU
+    advice = kernels_advice("training")
+    if advice:
+        warnings.warn(advice, stacklevel=2)
     call = _requested(config, overrides)
     strategy = strategy or distribute.choose_strategy()
     with contextlib.ExitStack() as held:  # the run directory's lock (the chief's) until the end
