@@ -42,11 +42,9 @@ FASTEST_KERNELS: dict[tuple[str, Workload], str] = {
     ("AVX2", "training"): "oneDNN",
     ("AVX2", "inference"): "Eigen",
 }
-"""The kernel set measured fastest, by [`cpu_class`][] and workload, float32, on a 2-core AMD
-EPYC with AVX2 only (Dec 7 2026): the default training step 2.73 s under oneDNN, 3.70 under
-Eigen; a 500x500 forward 2.47 s under Eigen, 3.60 under oneDNN. CPU classes not listed keep
-TensorFlow's own default (oneDNN on the AVX512-BF16 and AMX CPUs measured before, where it is
-also the faster)."""
+"""The kernel set measured fastest, by [`cpu_class`][] and workload (float32, on a 2-core AMD
+EPYC with AVX2 only: benchmarks/README.md, "The kernel set by CPU and workload"). CPU classes
+not listed keep TensorFlow's own default (oneDNN on the AVX512-BF16 and AMX CPUs measured)."""
 
 
 @functools.cache
