@@ -206,7 +206,7 @@ def fcn_cell(kind: str, size: int, batch: int, repeats: int, source: str, precis
     out = {"import_s": time.perf_counter() - start, "import_mib": rss_mib()["VmRSS"]}
     reset_peak()
     start = time.perf_counter()
-    if kind == "train" and precision == "bf16":
+    if kind in ("train", "default") and precision == "bf16":
         keras.mixed_precision.set_global_policy("mixed_bfloat16")  # what fcn.train sets
     bf16_forward = kind == "forward" and precision == "bf16"  # weights read into bf16: once
     if source.endswith(".keras"):

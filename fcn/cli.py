@@ -458,12 +458,28 @@ def _info_arguments(p: argparse.ArgumentParser) -> None:
 
 
 COMMAND_WORKLOADS: dict[str, Workload] = {
-    "train": "training", "find-batch-size": "training", "demo": "training",
-    "evaluate": "inference", "predict": "inference",
+    "train": "training", "find-batch-size": "training", "evaluate": "inference",
+    "predict": "inference",
 }  # fmt: skip
 """What each command mostly runs: its kernel set is the one measured fastest for that on this
-CPU ([`fcn.cpu.choose_kernels`][]) unless ``TF_ENABLE_ONEDNN_OPTS`` is set. The others (convert,
+CPU ([`fcn.cpu.choose_kernels`][]) unless ``TF_ENABLE_ONEDNN_OPTS`` is set. ``demo`` runs the
+paper's model (inference) unless asked to train ([`command_workload`][]); the others (convert,
 export, info) keep TensorFlow's default."""
+
+
+def command_workload(args: argparse.Namespace) -> Workload | None:
+    """What the parsed command ``args`` mostly runs ([`COMMAND_WORKLOADS`][]), None for none.
+
+    Examples:
+        >>> parser = build_parser()
+        >>> [command_workload(parser.parse_args(a)) for a in (["demo"], ["demo", "--train"])]
+        ['inference', 'training']
+    """
+    if args.command == "demo":
+        lengths = (args.epochs, args.steps_per_epoch)  # given: the smoke training
+        training = args.train or args.weights or any(v is not None for v in lengths)
+        return "training" if training else "inference"
+    return COMMAND_WORKLOADS.get(args.command)
 
 
 def _start_tensorflow_quietly() -> None:
@@ -507,8 +523,9 @@ def main(argv: list[str] | None = None) -> int:
     verbose = args.verbose or os.environ.get("FCN_VERBOSE", "") not in ("", "0")
     try:
         if args.computes:
-            if args.command in COMMAND_WORKLOADS:  # before TensorFlow starts
-                choose_kernels(COMMAND_WORKLOADS[args.command])
+            workload = command_workload(args)
+            if workload:  # before TensorFlow starts
+                choose_kernels(workload)
             if not verbose:
                 _start_tensorflow_quietly()
             from fcn.device import compute_summary, enable_memory_growth

@@ -11,7 +11,7 @@ never over a value the user set; the ``fcn`` command calls it for each command, 
 user may call it first thing (``import fcn`` itself changes nothing).
 
 Examples:
-    >>> cpu_class(frozenset({"sse4_2", "avx2", "fma"})), cpu_class(frozenset({"avx512f"}))
+    >>> cpu_class(frozenset({"sse4_2", "avx2", "fma"})), cpu_class(frozenset({"avx2", "avx_vnni"}))
     ('AVX2', None)
     >>> avx2 = frozenset({"avx", "avx2", "fma"})
     >>> fastest_kernels("training", avx2), fastest_kernels("inference", avx2)
@@ -34,6 +34,9 @@ WORKLOADS: tuple[Workload, ...] = ("training", "inference")
 
 ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 """The environment variable TensorFlow reads when it starts: ``1`` oneDNN, ``0`` Eigen."""
+
+ONEDNN_DEFAULT_FLAGS = ("avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_bf16")
+"""CPU flags with which TensorFlow turns oneDNN on by default (Linux x86, TensorFlow 2.9+)."""
 
 KERNEL_SET_VALUES = {"oneDNN": "1", "Eigen": "0"}
 """[`ONEDNN_VARIABLE`][]'s value for each kernel set."""
@@ -72,15 +75,17 @@ def cpu_info() -> tuple[str, frozenset[str]]:
 
 
 def cpu_class(flags: frozenset[str] | None = None) -> str | None:
-    """``"AVX2"`` for an x86 CPU with AVX2 and no AVX-512 (``flags``, default this CPU's), else
-    None: a class [`FASTEST_KERNELS`][] has no measurement for.
+    """``"AVX2"`` for an x86 CPU with AVX2 and none of [`ONEDNN_DEFAULT_FLAGS`][] nor AVX-512
+    (``flags``, default this CPU's: one where TensorFlow picks Eigen itself), else None: a class
+    [`FASTEST_KERNELS`][] has no measurement for.
 
     Examples:
         >>> cpu_class(frozenset({"avx2", "avx512f", "avx512_bf16"})) is None
         True
     """
     flags = cpu_info()[1] if flags is None else flags
-    return "AVX2" if "avx2" in flags and "avx512f" not in flags else None
+    plain_avx2 = "avx2" in flags and not flags & {"avx512f", *ONEDNN_DEFAULT_FLAGS}
+    return "AVX2" if plain_avx2 else None
 
 
 def fastest_kernels(workload: Workload, flags: frozenset[str] | None = None) -> str | None:

@@ -1,7 +1,8 @@
 """Machine facts (ground floor): GPU memory growth, the CPU and its kernels, precisions, memory.
 
-Nothing here depends on another ``fcn`` module but the named choices ([`fcn.options`][]) and
-the hook that asks TensorFlow for its CPU kernels (``fcn._compat``); the training wing's
+Nothing here depends on another ``fcn`` module but the named choices ([`fcn.options`][]), the
+CPU's facts ([`fcn.cpu`][]) and the hook that asks TensorFlow for its CPU kernels
+(``fcn._compat``); the training wing's
 policies built on these facts (the strategy, batch-size probing) live in
 [`fcn.training.distribute`][] and [`fcn.training.batch_size`][].
 
@@ -66,8 +67,8 @@ def enable_memory_growth() -> None:
 
 
 CPU_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16")
-"""The CPU features that decide TensorFlow's CPU kernels: with AVX-512 VNNI or BF16, or AMX,
-TensorFlow 2.9+ turns its oneDNN kernels on by default (Linux x86); else it runs Eigen's."""
+"""The CPU features the machine line names (which turn TensorFlow's oneDNN kernels on by
+default: [`fcn.cpu.ONEDNN_DEFAULT_FLAGS`][])."""
 
 
 def cpu_kernels() -> str:

@@ -174,9 +174,10 @@ with a streaming confusion matrix. Here both run on the VOC sample that ships wi
 **The numbers below are a smoke run, not VOC accuracy**: a width-1/8 FCN-8s from random weights
 (or, with a Keras VGG16 weights file in `FCN_VGG16_WEIGHTS`, the full FCN-8s from it; the
 training cell says which), trained for about a minute of CPU on 12 images. They show that
-training, checkpoints, validation and evaluation run end to end. The paper's FCN-8s, from
-VGG16 ImageNet weights trained on train_aug for hours on a GPU, reaches about 65 mean IU on
-seg11valid; the call for that is at the end. `FCN_NOTEBOOK_FAST=1` (set by the test) trains
+training, checkpoints, validation and evaluation run end to end. The FCN authors' staged
+FCN-8s, from VGG16 ImageNet weights trained on SBD train_aug on a GPU, scored 65.5 mean IU on
+seg11valid (their figure; `benchmarks/reproduce_paper.py` retrains their table with fcn); the
+call for a full training is at the end. `FCN_NOTEBOOK_FAST=1` (set by the test) trains
 even less; the saved outputs come from the default settings."""),
     setup("""\
 import os
