@@ -2,13 +2,14 @@
 TensorFlow kernel set each workload was measured fastest under on CPUs of its kind.
 
 TensorFlow runs its CPU ops under one of two kernel sets, decided once per process when
-TensorFlow starts: oneDNN (on by default where the CPU has AVX-512 VNNI or BF16, or AMX) or
-Eigen (elsewhere). ``TF_ENABLE_ONEDNN_OPTS=1`` / ``=0`` forces one. Neither is fastest for every
-workload on every CPU: on an AVX2-only CPU (no AVX-512) the default training step runs faster
-under oneDNN and the forward pass under Eigen (``benchmarks/README.md``, "The kernel set by CPU
-and workload"). [`choose_kernels`][] sets the variable for a workload before TensorFlow starts,
-never over a value the user set; the ``fcn`` command calls it for each command, and a library
-user may call it first thing (``import fcn`` itself changes nothing).
+TensorFlow starts: oneDNN (on by default where the CPU has AVX-512 VNNI or BF16, AVX-VNNI or
+AMX: [`ONEDNN_DEFAULT_FLAGS`][]) or Eigen (elsewhere). ``TF_ENABLE_ONEDNN_OPTS=1`` / ``=0``
+forces one. Neither is fastest for every workload on every CPU: on an AVX2-only CPU (no
+AVX-512, no VNNI) the default training step runs faster under oneDNN and the forward pass under
+Eigen (``benchmarks/README.md``, "The kernel set by CPU and workload"). [`choose_kernels`][]
+sets the variable for a workload before TensorFlow starts, never over a value the user set; the
+``fcn`` command calls it for each command, and a library user may call it first thing (``import
+fcn`` itself changes nothing).
 
 Examples:
     >>> cpu_class(frozenset({"sse4_2", "avx2", "fma"})), cpu_class(frozenset({"avx2", "avx_vnni"}))
