@@ -82,7 +82,7 @@ def expected_hours(size: tuple[int, int] = (375, 500)) -> dict[str, float]:
     IMAGES_PER_EPOCH`` images of 3 forward passes' FLOPs (forward and backward) of a ``size``
     image, at [`ASSUMED_SHARE`][] of the peak; validation not counted."""
     model = fcn.build_model("fcn8s", weights=None)
-    flops = forward_flops(model, size[0]) * size[1] / size[0]  # square H x H, scaled to H x W
+    flops = forward_flops(model, *size)
     total = EPOCHS * IMAGES_PER_EPOCH * 3 * flops
     return {gpu: total / (peak * ASSUMED_SHARE) / 3600 for gpu, peak in GPU_PEAKS.items()}
 

@@ -291,14 +291,15 @@ def run_cell(framework: str, kind: str, size: int, batch: int, args, extra: str,
     return row
 
 
-def forward_flops(model, size: int) -> int:
-    """FLOPs (2 per multiply-add) of ``model``'s convolutions on one size x size image."""
+def forward_flops(model, size: int, width: int | None = None) -> int:
+    """FLOPs (2 per multiply-add) of ``model``'s convolutions on one ``size`` x ``width`` image
+    (height x width; ``width`` default ``size``)."""
     import keras
     import numpy as np
 
     convs = [layer for layer in model.layers if isinstance(layer, keras.layers.Conv2D)]
     probe = keras.Model(model.input, [layer.output for layer in convs])
-    specs = probe.compute_output_spec(keras.KerasTensor((1, size, size, 3)))
+    specs = probe.compute_output_spec(keras.KerasTensor((1, size, width or size, 3)))
     total = 0
     for layer, spec in zip(convs, specs):
         kh, kw, a, b = layer.kernel.shape  # transposed: (kh, kw, out, in), out = filters

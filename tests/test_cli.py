@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from conftest import COMPUTING, assert_confusion_of, randomize, said
 from PIL import Image
+from test_cpu import ONEDNN_BY_DEFAULT
 from test_data_download import Server, archive, voc_tar
 
 import fcn
@@ -145,8 +146,7 @@ def test_a_command_takes_the_kernel_set_measured_fastest_for_its_work(
     if "GPU" in line:
         return
     flags = fcn.cpu.cpu_info()[1]
-    by_default = {"avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_bf16"}  # TF's rule
-    tf_default = "oneDNN" if flags & by_default else "Eigen"
+    tf_default = "oneDNN" if flags & ONEDNN_BY_DEFAULT else "Eigen"
     fastest = fcn.cpu.fastest_kernels(workload)
     chosen = fastest if user_value is None else None
     expected = chosen or {"0": "Eigen", "1": "oneDNN", None: tf_default}[user_value]
