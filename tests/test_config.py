@@ -61,7 +61,7 @@ the fields (``TrainConfig.to_json`` of that day, copied as written)."""
 
 def test_a_run_recorded_with_these_field_names_resumes_with_its_settings():
     config = TrainConfig(resume=True, run_dir="runs/x").resumed(RECORDED, {"epochs": 60})
-    assert config.to_json() == {**RECORDED, "epochs": 60}
+    assert config.to_json() == {**RECORDED, "epochs": 60, "unfreeze": "never"}  # as it ran
     assert (config.run_dir, config.resume) == ("runs/x", True)
     recipe = config.effective_recipe()
     assert (recipe.crop_size, recipe.batch_size, recipe.learning_rate) == (256, 4, 0.01)

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from fcn.classes import IGNORE_LABEL, NUM_CLASSES
 from fcn.layout import VARIANTS, VGG_BLOCKS
-from fcn.training.recipes import RECIPES, Recipe
+from fcn.training.recipes import PAPER_SCHEDULE_IMAGES, RECIPES, SCHEDULE_PASSES, Recipe
 
 STATE_FILE = "state.json"
 """The run's state in ``run_dir`` ([`fcn.training.checkpoint`][]: epochs, history, these
@@ -32,6 +32,10 @@ LOG_FILE = "log.csv"
 
 MIXED_PRECISION_POLICIES: tuple[str, ...] = ("auto", "mixed_float16", "mixed_bfloat16")
 """The Keras mixed-precision policies [`fcn.train`][] accepts (logits stay float32)."""
+
+UNFREEZE_CHOICES: tuple[str, ...] = ("auto", "never")
+"""When a run's frozen VGG blocks start training: ``auto``, once the head has learned
+([`fcn.training.phases.head_phase_over`][]), or ``never``."""
 
 
 class Range(NamedTuple):
@@ -144,9 +148,13 @@ class TrainConfig:
                   " or whole "
                   "images, batch, optimiser and learning-rate schedule", "choices": tuple(RECIPES)},
     )  # fmt: skip
-    epochs: int = field(
-        default=50,
-        metadata={"help": "total epochs, counting those done before a resume",
+    epochs: int | None = field(
+        default=None,
+        metadata={"help": "total epochs, counting those done before a resume (default: "
+                  f"{SCHEDULE_PASSES} passes over the training files, fewer where that is more "
+                  f"pixels than the paper's {PAPER_SCHEDULE_IMAGES:,} images: "
+                  "fcn.training.recipes.schedule_epochs; decided when the run starts and "
+                  "recorded)",
                   "range": Range(0, 2**31, "a whole number >= 0 (0 builds, checkpoints and "
                                  "trains nothing)", whole=True)},
     )  # fmt: skip
@@ -192,6 +200,15 @@ class TrainConfig:
                   "only with pretrained weights)",
                   "range": Range(0, len(VGG_BLOCKS), "a whole number of VGG blocks in "
                                  f"0..{len(VGG_BLOCKS)}", whole=True)},
+    )  # fmt: skip
+    unfreeze: str = field(
+        default="auto",
+        metadata={"resume": "fixed",
+                  "help": "when the frozen VGG blocks start training: auto (once the head has "
+                  "learned: validation mean IoU flat for a few evaluations, or half the "
+                  "schedule done, and never before a few thousand crops; "
+                  "fcn.training.phases), then every layer trains; never (frozen for the whole "
+                  "run)", "choices": UNFREEZE_CHOICES},
     )  # fmt: skip
     accumulate: int = field(
         default=1,
@@ -288,8 +305,9 @@ class TrainConfig:
 
     def resumed(self, recorded: dict, given: dict) -> TrainConfig:
         """This call's config for a run whose ``recorded`` settings ([`to_json`][]) are in its
-        run directory: the recorded settings with the fields in ``given`` (the call's own)
-        replacing them, this config's ``run_dir``, ``resume`` and ``verbose``.
+        run directory: the recorded settings (with [`RECORDED_BEFORE`][]'s value of a field
+        they lack) with the fields in ``given`` (the call's own) replacing them, this config's
+        ``run_dir``, ``resume`` and ``verbose``.
 
         Raises:
             ValueError: a field that cannot change within a run (``metadata["resume"] ==
@@ -306,6 +324,7 @@ class TrainConfig:
             ValueError: resume: width 0.5 differs from the run's 0.25, which cannot change
             within a run: pass width=0.25, or start a new run in another run_dir
         """
+        recorded = {**RECORDED_BEFORE, **recorded}
         known = {f.name for f in fields(self)}
         settings = {k: v for k, v in recorded.items() if k in known}
         fixed = [f.name for f in fields(self) if f.metadata.get("resume") == "fixed"]
@@ -347,6 +366,10 @@ def describe(changed: list[tuple[str, Any, Any]], whose: str) -> str:
     """
     return "; ".join(f"{n} {_show(g)} differs from {whose}'s {_show(r)}" for n, g, r in changed)
 
+
+RECORDED_BEFORE: dict[str, Any] = {"unfreeze": "never"}
+"""For a field added after runs were first recorded, the value that does what a run whose
+``state.json`` lacks it did: such a run resumes as it was (frozen blocks stayed frozen)."""
 
 CALL_ONLY: tuple[str, ...] = ("run_dir", "resume", "verbose")
 """TrainConfig fields that belong to one call, not to the run: never recorded or compared."""

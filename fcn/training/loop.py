@@ -125,7 +125,9 @@ def fit(
     """Train ``model`` (compiled, in ``strategy``'s scope) like ``model.fit`` on a distributed
     ``dataset`` of (images, labels), driving ``callbacks`` as ``fit`` does: epochs from
     ``initial_epoch`` to ``epochs`` of ``steps_per_epoch`` steps, ``loss`` (the epoch's mean so
-    far) in the logs, stopping when a callback sets ``model.stop_training``. The chief also
+    far) in the logs, stopping when a callback sets ``model.stop_training``; a callback that
+    changes which variables train at an epoch's start gets a step traced for them
+    ([`fcn.training.phases.HeadPhase`][]). The chief also
     gets a progress bar (``verbose``: 0 none, 1 bar, 2 a line per epoch, "auto" = 1).
 
     Returns:
@@ -142,7 +144,7 @@ def fit(
         (2, ['loss'], 6)
     """
     verbose = 1 if verbose == "auto" else verbose
-    step = train_step(model, strategy)
+    step, traced = None, None
     iterator = iter(dataset)
     callback_list = keras.callbacks.CallbackList(
         list(callbacks), add_progbar=bool(verbose) and is_chief(strategy), model=model,
@@ -154,6 +156,9 @@ def fit(
     callback_list.on_train_begin()
     for epoch in range(initial_epoch, epochs):
         callback_list.on_epoch_begin(epoch)
+        trained = [variable.path for variable in model.trainable_variables]
+        if trained != traced:  # the first epoch, or a callback changed what trains
+            step, traced = train_step(model, strategy), trained
         losses = []
         for batch in range(steps_per_epoch):
             callback_list.on_train_batch_begin(batch)

@@ -22,12 +22,22 @@ accuracy"), the measurements in `benchmarks/README.md` (and, for earlier default
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from fcn.layout import VGG_BLOCKS, conv_name
 
 PAPER_PIXELS_PER_IMAGE = 500 * 375
 """Typical VOC image size: converts the paper's learning rate for a summed loss to our mean."""
+
+SCHEDULE_PASSES = 50
+"""The default schedule's passes over the training files, where that stays within the paper's
+pixels ([`schedule_epochs`][])."""
+
+PAPER_SCHEDULE_IMAGES = 100_000
+"""Images of one of the paper's training runs: the reference solvers' 25 rounds of 4,000
+iterations at batch 1 (``voc-fcn*/solve.py``), whole images of about
+[`PAPER_PIXELS_PER_IMAGE`][]."""
 
 
 @dataclass(frozen=True)
@@ -86,3 +96,23 @@ RECIPES: dict[str, Recipe] = {
         momentum=0.99, poly_power=None, augment=False,
     ),
 }  # fmt: skip
+
+
+def schedule_epochs(recipe: Recipe, batches_per_epoch: int) -> int:
+    """The default schedule's epochs of ``batches_per_epoch`` batches of ``recipe``: as many as
+    train on the paper's pixels ([`PAPER_SCHEDULE_IMAGES`][] images of
+    [`PAPER_PIXELS_PER_IMAGE`][]), at most [`SCHEDULE_PASSES`][], at least one. A few hundred
+    images get 50 passes (the schedule measured on 118: `benchmarks/README.md`); SBD's
+    train_aug (10,582 images, 5,291 batches of two 320x320 crops) gets 18 epochs, 95,238
+    batches: the paper's pixels, not 50 passes (2.8 times them).
+
+    Examples:
+        >>> schedule_epochs(RECIPES["practical"], 59)  # 118 images
+        50
+        >>> schedule_epochs(RECIPES["practical"], 5291), schedule_epochs(RECIPES["paper"], 10582)
+        (18, 10)
+    """
+    side_pixels = PAPER_PIXELS_PER_IMAGE if recipe.crop_size is None else recipe.crop_size**2
+    pixels = side_pixels * recipe.batch_size * batches_per_epoch
+    paper = math.ceil(PAPER_SCHEDULE_IMAGES * PAPER_PIXELS_PER_IMAGE / pixels)
+    return max(1, min(SCHEDULE_PASSES, paper))

@@ -38,14 +38,15 @@ from fcn.training.batch_size import find_batch_size, training_memory_estimate
 from fcn.training.checkpoint import FiniteGuard, RunCheckpoint, resume_state
 from fcn.training.config import BEST_FILE, CALL_ONLY, TrainConfig
 from fcn.training.loss import segmentation_loss
-from fcn.training.optimizer import recipe_optimizer, update_order
+from fcn.training.optimizer import recipe_optimizer
+from fcn.training.phases import HeadPhase, set_trainable
 from fcn.training.rates import (
     HEAD_ENERGY_IMAGES,
     HEAD_RATE_MARGIN,
     set_head_rate,
     skip_kernel_lr_mults,
 )
-from fcn.training.recipes import Recipe
+from fcn.training.recipes import Recipe, schedule_epochs
 
 
 @dataclass
@@ -151,14 +152,17 @@ def compile_for_training(
     accumulate: int = 1,
     *,
     pretrained: bool = True,
+    unfreeze: bool = True,
 ) -> keras.Model:
     """Compile ``model`` as [`train`][] does: ``recipe``'s optimiser
     ([`recipe_optimizer`][]) over ``total_batches`` batches, with the
     model's [`skip_kernel_lr_mults`][]
     and ``recipe.frozen_blocks`` (those blocks' convolutions made non-trainable) if its VGG body
     is ``pretrained`` (ImageNet; see [`fcn.training.recipes`][] for why only then), and
-    [`segmentation_loss`][]. The optimizer is built at once, so a checkpoint
-    saved before the first step holds its state too.
+    [`segmentation_loss`][]. The optimizer is built at once, so a checkpoint saved before the
+    first step holds its state too: over every variable where the frozen blocks may
+    ``unfreeze`` later ([`fcn.training.phases`][]: their momentum too), else over the trained
+    ones.
 
     Examples:
         >>> from fcn.training.recipes import RECIPES
@@ -167,12 +171,13 @@ def compile_for_training(
         0.9
     """
     mults = skip_kernel_lr_mults(model) if pretrained else {}
-    for name in recipe.frozen_layers() if pretrained else ():
-        model.get_layer(name).trainable = False
+    frozen = recipe.frozen_layers() if pretrained else ()
     optimizer = recipe_optimizer(recipe, total_batches, accumulate, mults)
     model.compile(optimizer=optimizer, loss=segmentation_loss())
+    if not unfreeze:  # the optimizer never holds the frozen layers
+        set_trainable(model, frozen, False)
     model.optimizer.build(model.trainable_variables)
-    optimizer.update_after = update_order(model)
+    set_trainable(model, frozen, False)
     return model
 
 
@@ -252,11 +257,16 @@ def train(
         replicas, workers = strategy.num_replicas_in_sync, distribute.cluster_size()
         _check_batches(train_files, run.recipe, replicas, workers)
         steps = run.config.steps_per_epoch or max(1, len(train_files) // run.recipe.batch_size)
+        if run.config.epochs is None:  # decided from the data, and recorded as decided
+            epochs = schedule_epochs(run.recipe, steps)
+            run = dataclasses.replace(run, config=dataclasses.replace(run.config, epochs=epochs))
         done, iterations = _position(run)
         # the schedule spans the batches done and those still to do at the current steps
         total = iterations + (run.config.epochs - done) * steps
         model = _model(run, total, train_files)
-        checkpoint, guard, own_callbacks = _callbacks(run, val_files, model.output_shape[-1])
+        checkpoint, guard, own_callbacks = _callbacks(
+            run, val_files, model.output_shape[-1], total
+        )
         history = _fit(run, model, train_files, done, steps, [*own_callbacks, *callbacks])
         best = run.run_dir / BEST_FILE
         return TrainResult(
@@ -404,7 +414,7 @@ def _compiled(run: _Run, total_batches: int, source: keras.Model | None) -> kera
             )  # fmt: skip
             compile_for_training(
                 model, run.recipe, total_batches, config.accumulate,
-                pretrained=config.weights is not None,
+                pretrained=config.weights is not None, unfreeze=config.unfreeze != "never",
             )  # fmt: skip
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
@@ -412,26 +422,41 @@ def _compiled(run: _Run, total_batches: int, source: keras.Model | None) -> kera
 
 
 def _callbacks(
-    run: _Run, val_files, classes: int
+    run: _Run, val_files, classes: int, total_batches: int
 ) -> tuple[RunCheckpoint | None, FiniteGuard, list[keras.callbacks.Callback]]:
     """The run's own callbacks, built once: on every worker the stops on a non-finite loss and
-    weight (see [`fcn.training.loop`][]); on the chief alone, its files: the evaluation of
-    ``val_files``, the checkpoint and TensorBoard. Also the checkpoint (None on another
-    worker) and the guard."""
-    checkpoint, files = None, []
+    weight (see [`fcn.training.loop`][]) and the switch to every layer
+    ([`fcn.training.phases.HeadPhase`][], where blocks are frozen and ``unfreeze="auto"``); on
+    the chief alone, its files: the evaluation of ``val_files``, the checkpoint and
+    TensorBoard. Also the checkpoint (None on another worker) and the guard."""
+    checkpoint, evaluation, files = None, [], []
     with distribute.stop_together(run.strategy):  # the chief's validation files and run directory
         if run.chief:
             evaluation = _evaluation(run.config, val_files, classes)
             checkpoint = RunCheckpoint(run.run_dir, settings=run.config.to_json())
-            tensorboard = keras.callbacks.TensorBoard(str(run.run_dir / "tensorboard"))
-            files = [*evaluation, checkpoint, tensorboard]
+            files = [checkpoint, keras.callbacks.TensorBoard(str(run.run_dir / "tensorboard"))]
     guard = checkpoint.guard if checkpoint else FiniteGuard()  # another worker: no files
     own = [
         keras.callbacks.TerminateOnNaN(),  # mid-epoch, on the loss
         guard,  # at the epoch's end, on every weight: before anything uses them
-        *files,
+        *evaluation,  # before the phase's switch, which reads its score
+        *_phases(run, total_batches),
+        *files,  # after the phase, whose column they record
     ]
     return checkpoint, guard, own
+
+
+def _phases(run: _Run, total_batches: int) -> list[HeadPhase]:
+    """The switch from the head phase to every layer (none where nothing is frozen or
+    ``unfreeze="never"``)."""
+    frozen = run.recipe.frozen_layers() if run.config.weights is not None else ()
+    if not frozen or run.config.unfreeze == "never":
+        return []
+    history = run.state["history"] if run.state else []
+    return [HeadPhase(
+        run.strategy, frozen, run.recipe.frozen_blocks, total_batches, run.recipe.batch_size,
+        history=history, verbose=run.config.verbose,
+    )]  # fmt: skip
 
 
 def _evaluation(config: TrainConfig, val_files, classes: int) -> list[EvaluationCallback]:
