@@ -164,6 +164,21 @@ def vgg16_notop(width: float = 1.0, seed: int = 0) -> keras.Model:
     return randomize(keras.Model(image, x, name="vgg16"), seed)
 
 
+def width_reduced_build(variant, num_classes=None, weights=None, **kwargs) -> keras.Model:
+    """:func:`fcn.build_model` for a width-reduced net from a weights file of its width (in
+    place of ``fcn.training.train.build_model``): ``build_model`` itself refuses weights below
+    width 1 (Keras' files are full width), so the net is built at random and the file, if
+    any, read in by :func:`fcn.vgg16.load_vgg16_weights`, as ``build_model`` does for a
+    full-width one (the notop warning included)."""
+    from fcn import build_model
+    from fcn.vgg16 import load_vgg16_weights
+
+    model = build_model(variant, num_classes, None, **kwargs)
+    if weights is not None:
+        load_vgg16_weights(model, str(weights))
+    return model
+
+
 @pytest.fixture
 def vgg16_notop_file(tmp_path) -> Callable[..., Path]:
     """A writer of random-weight VGG16 'notop' files (:func:`vgg16_notop`, written by

@@ -6,7 +6,9 @@ python tests/distributed_script.py reference DATA EPOCHS STEPS CHIEF_CHECKPOINT
 ``worker`` trains as the worker its ``TF_CONFIG`` names
 (:func:`fcn.training.distribute.local_cluster`) through ``fcn.train``, with FLAGS among
 ``resume``, ``slow`` (0.3 s after each step), ``val`` (validates), ``names`` (class names from a
-file of each worker's own), ``unwritable`` (the chief's run_dir under a file), and for worker 1
+file of each worker's own), ``unwritable`` (the chief's run_dir under a file), ``phases`` (from the
+VGG16 notop file of the model's width that the test wrote as DATA/vgg16_notop.h5: the head
+phase, then every layer from half the schedule), and for worker 1
 alone ``fewer`` (one pair fewer), ``faster`` (twice the learning rate) or ``bare`` (no
 settings); ``reference`` runs the same steps on the same global batches in one process, with the
 default strategy and with MirroredStrategy on two logical CPUs, and compares the final weights
@@ -32,9 +34,11 @@ if MODE == "reference":  # two logical CPUs, before TensorFlow initialises its d
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from conftest import width_reduced_build  # noqa: E402
 
 import fcn  # noqa: E402
-from fcn.training import loop  # noqa: E402
+import fcn.training.train  # noqa: E402
+from fcn.training import loop, phases  # noqa: E402
 from fcn.training.recipes import RECIPES  # noqa: E402
 from fcn.training.train import compile_for_training, input_fn  # noqa: E402
 
@@ -88,6 +92,10 @@ if MODE == "worker":
     if index == 0 and "unwritable" in flags:  # a run_dir under a file: it cannot be made
         (DATA / "a-file").write_text("")
         run_dir = DATA / "a-file" / "run"
+    if "phases" in flags:  # a pretrained body: the head phase, then every layer
+        phases.HEAD_MIN_IMAGES = 0  # the switch at half the schedule, however short
+        fcn.training.train.build_model = width_reduced_build  # a VGG16 file of the model's width
+        settings["weights"] = str(DATA / "vgg16_notop.h5")  # the test's; the chief reads it
     if index == 1:  # worker 1 may differ
         if "fewer" in flags:
             files = fcn.data.SegmentationFiles(FILES.images[:-1], FILES.labels[:-1])
@@ -108,6 +116,8 @@ if MODE == "worker":
         "epochs": [row.get("epoch") for row in result.history],
         "iterations": int(result.model.optimizer.iterations.numpy()),
         "failure": result.failure,
+        "conv1_1": result.model.get_layer("conv1_1").kernel.numpy().tolist(),
+        "conv1_1_trains": result.model.get_layer("conv1_1").trainable,
     }))  # fmt: skip
 elif MODE == "reference":
     epochs, steps, chief_checkpoint = int(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5])

@@ -18,13 +18,14 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import assert_within, sum_tolerance
+from conftest import assert_within, sum_tolerance, vgg16_notop, write_legacy_h5
 from hypothesis import given
 from hypothesis import strategies as st
 
 from fcn.training import distribute
-from fcn.training.checkpoint import read_state
+from fcn.training.checkpoint import read_log, read_state
 from fcn.training.distribute import fingerprint, local_cluster
+from fcn.training.phases import FROZEN_COLUMN
 from fcn.training.recipes import RECIPES
 from fcn.training.run_lock import hold
 from fcn.training.train import compile_for_training
@@ -172,6 +173,22 @@ def test_a_killed_worker_and_a_restart_with_resume_lose_no_epoch(tmp_path):
     assert f"FileExistsError: {dirs[0]} already holds a run: pass resume=True" in errors[0]
     assert "ValueError: 1 of 2 workers stopped (the chief: FileExistsError: " in errors[1]
     assert read_state(dirs[0])["epoch"] == epochs  # nothing overwritten
+
+
+def test_two_workers_switch_to_every_layer_at_the_same_epoch(tmp_path):
+    """From a pretrained body (the head phase's image floor lifted), 4 epochs of one step with
+    the chief validating: the chief decides the switch at half the schedule and both workers
+    train every layer from epoch 3 (neither waits in a collective the other skipped): the
+    chief's log.csv holds 5, 5, 0, 0 and both end with the same conv1_1, trainable."""
+    dirs = [tmp_path / "run", tmp_path / "other"]
+    (tmp_path / "data").mkdir()
+    write_legacy_h5(vgg16_notop(1 / 16), tmp_path / "data" / "vgg16_notop.h5")  # the width's
+    chief, other = results(cluster(tmp_path / "data", dirs, 4, 1, "phases", "val"))
+    frozen = RECIPES["practical"].frozen_blocks
+    assert read_log(dirs[0])[FROZEN_COLUMN].tolist() == [frozen, frozen, 0, 0]
+    assert chief["conv1_1_trains"] and other["conv1_1_trains"]
+    assert chief["conv1_1"] == other["conv1_1"]
+    assert not dirs[1].exists()
 
 
 NAMES = st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0/")))

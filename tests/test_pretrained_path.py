@@ -13,15 +13,14 @@ import h5py
 import keras
 import numpy as np
 import pytest
-from conftest import TINY, sum_tolerance
+from conftest import TINY, sum_tolerance, width_reduced_build
 
 import fcn
 import fcn.training.train as train_module
-from fcn import build_model
 from fcn.data import sample_voc_root
 from fcn.layout import FC_LAYERS
 from fcn.training.recipes import RECIPES
-from fcn.vgg16 import load_vgg16_weights, vgg16_to_fcn_names
+from fcn.vgg16 import vgg16_to_fcn_names
 
 SCORE_LAYERS = ("score_fr", "score_pool4", "score_pool3")
 VGG_CONVS = [name for name in vgg16_to_fcn_names().values() if name not in FC_LAYERS]
@@ -29,16 +28,6 @@ CROP, BATCH = 64, 2
 HEAD_RATE_MARGIN = train_module.HEAD_RATE_MARGIN
 """The share of the stability bound that score_fr's rate is kept at, and below which fcn.train
 warns (fcn.training's documented setting)."""
-
-
-def width_reduced_build(variant, num_classes, weights, **kwargs) -> keras.Model:
-    """:func:`fcn.build_model` for a width-reduced net from a weights file of its width:
-    ``build_model`` itself refuses weights below width 1 (Keras' files are full width), so the
-    net is built at random and the file read in by :func:`fcn.vgg16.load_vgg16_weights`, as
-    ``build_model`` does for a full-width one (the notop warning included)."""
-    model = build_model(variant, num_classes, None, **kwargs)
-    load_vgg16_weights(model, str(weights))
-    return model
 
 
 def file_weights(path) -> dict[str, list[np.ndarray]]:

@@ -14,6 +14,7 @@ One module per concept, each importing only the ones before it and the floors be
 * [`agreement`][]: every worker trains with the chief's settings;
 * [`batch_size`][]: a step's memory estimate and the batch that fits;
 * [`loop`][]: the compiled step and the epoch loop;
+* [`phases`][]: the head on frozen VGG blocks first, then every layer;
 * [`train`][]: [`fcn.train`][], which puts them together.
 
 The public names are ``fcn.train``, ``fcn.TrainConfig``, ``fcn.TrainResult`` and

@@ -198,10 +198,13 @@ def train(
     for training and VOC 2012 val for validation (with ``sbd_root``: train_aug, 10,582 images, and
     seg11valid, 736 images); the ``practical`` recipe
     ([`fcn.training.recipes.RECIPES`][fcn.training.recipes]: 320x320 augmented crops, batch 2, SGD
-    momentum 0.9, lr 1e-3 with a poly schedule, VGG blocks 1-5 frozen, Caffe weight decay 5e-4);
-    bf16 where the hardware runs it natively (``mixed_precision="auto"``), else float32; 50 epochs
-    of ``len(train_files) // batch_size`` steps; full-resolution streaming evaluation after every
-    epoch; the best model by validation mean IoU in ``run_dir/best.keras``.
+    momentum 0.9, lr 1e-3 with a poly schedule, Caffe weight decay 5e-4), VGG blocks 1-5 frozen
+    until the head has learned, then every layer ([`fcn.training.phases`][]); bf16 where the
+    hardware runs it natively (``mixed_precision="auto"``), else float32; epochs of
+    ``len(train_files) // batch_size`` steps, 50 of them or as many as train on the paper's
+    pixels if fewer ([`fcn.training.recipes.schedule_epochs`][]); full-resolution streaming
+    evaluation after every epoch; the best model by validation mean IoU in
+    ``run_dir/best.keras``.
 
     Args:
         voc_root: a ``VOCdevkit/VOC2012`` (or ``VOC2012``) folder.
