@@ -38,7 +38,7 @@ from pathlib import Path
 import fcn
 from fcn.presets import PRESETS
 from fcn.training import distribute
-from fcn.training.recipes import RECIPES
+from fcn.training.recipes import PAPER_SCHEDULE_IMAGES, RECIPES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from vs_pytorch import forward_flops  # noqa: E402
@@ -63,9 +63,10 @@ STAGES = (
 )
 """The paper's staged nets in order, then the at-once net."""
 
-EPOCHS, IMAGES_PER_EPOCH = 25, 4000
-"""100,000 iterations of one image per net (pytorch-fcn; Caffe's solve.py in 4,000-step
-rounds), validated after each round."""
+IMAGES_PER_EPOCH = 4000
+EPOCHS = PAPER_SCHEDULE_IMAGES // IMAGES_PER_EPOCH
+"""The paper's 100,000 iterations of one image per net (pytorch-fcn too) in Caffe's solve.py
+rounds of 4,000 steps, validated after each round: 25."""
 
 GPU_PEAKS = {"NVIDIA A100 (TF32)": 156e12, "NVIDIA H100 SXM (TF32)": 495e12,
              "NVIDIA V100 (fp32)": 15.7e12}  # fmt: skip

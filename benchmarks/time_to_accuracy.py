@@ -22,7 +22,9 @@ hold-out, which is the benchmark's own: the default recipe was chosen with it (s
   ``fcn.train``'s recipe in PyTorch: SGD with momentum, Caffe's coupled weight decay 5e-4 on
   kernels, biases at twice the rate without decay, the skip layers' gradient factors
   (:func:`fcn.training.rates.skip_kernel_lr_mults`),
-  the same schedule over the same number of steps,
+  the same schedule over the same number of steps, the same two phases (the frozen blocks'
+  gradients switched on at the epoch where ``fcn.train``'s rule switches without validation,
+  :func:`fcn.training.phases.head_phase_over`),
   the loss averaged over labelled pixels; ``channels_last`` and, where the training precision is
   bf16, ``torch.autocast("cpu", torch.bfloat16)`` (decided by fcn's
   :func:`fcn.device.auto_mixed_precision` unless ``--set mixed_precision=...`` says).
@@ -172,6 +174,7 @@ def fcn_worker(args) -> dict:
     import fcn
     from fcn.classes import VOC_CLASSES
     from fcn.data import eval_dataset, voc_pairs
+    from fcn.training.phases import FROZEN_COLUMN
     from fcn.training.rates import HEAD_SCORE
 
     train_ids, holdout_ids = split(args.voc)
@@ -207,10 +210,13 @@ def fcn_worker(args) -> dict:
         train_files=files, val_files=(), weights=args.weights, seed=args.seed, verbose=0,
         run_dir=tempfile.mkdtemp(prefix="fcn-tta-"), callbacks=[points], **init, **overrides,
     )  # fmt: skip
-    settings = json.loads((result.run_dir / "state.json").read_text())["settings"]
+    state = json.loads((result.run_dir / "state.json").read_text())
     factor = float(result.model.optimizer.rate_factors[HEAD_SCORE])
-    return {"framework": "fcn", "settings": settings, "points": clock.points,
-            "failure": result.failure, "score_fr_rate_factor": factor}  # fmt: skip
+    epoch_steps = state["iterations"] // max(1, state["epoch"])
+    unfrozen = [i for i, row in enumerate(state["history"]) if row.get(FROZEN_COLUMN) == 0]
+    return {"framework": "fcn", "settings": state["settings"], "points": clock.points,
+            "failure": result.failure, "score_fr_rate_factor": factor,
+            "unfrozen_at_step": unfrozen[0] * epoch_steps if unfrozen else None}  # fmt: skip
 
 
 TRITON_BESIDE_TENSORFLOW = (
@@ -237,6 +243,7 @@ def torch_worker(args) -> dict:
     from fcn.metrics import ConfusionMatrix
     from fcn.preprocessing import MEAN_BGR
     from fcn.training.config import TrainConfig
+    from fcn.training.phases import head_phase_over
     from fcn.training.rates import (
         HEAD_ENERGY_IMAGES,
         HEAD_RATE_MARGIN,
@@ -245,6 +252,7 @@ def torch_worker(args) -> dict:
         skip_kernel_lr_mults,
         stable_rate_factor,
     )
+    from fcn.training.recipes import schedule_epochs
     from fcn.training.train import input_fn
 
     torch.set_num_threads(os.cpu_count())
@@ -300,7 +308,7 @@ def torch_worker(args) -> dict:
     agreement = float(np.abs(got - expected).max() / np.abs(expected).max())
     groups = []
     for name, module in modules.items():
-        if not module.weight.requires_grad:  # frozen blocks, fixed upsampling
+        if not module.weight.requires_grad and name not in frozen:  # fixed upsampling
             continue
         mult = mults.get(name, 1.0)
         if mult != 1.0:  # Caffe's factor on the loss gradient, not on the decay
@@ -308,7 +316,8 @@ def torch_worker(args) -> dict:
         groups.append({"params": [module.weight], "weight_decay": 5e-4, "lr_mult": 1.0})
         if module.bias is not None:
             groups.append({"params": [module.bias], "weight_decay": 0.0, "lr_mult": 2.0})
-    total = config.epochs * (config.steps_per_epoch or len(files) // recipe.batch_size)
+    per_epoch = config.steps_per_epoch or len(files) // recipe.batch_size
+    total = (config.epochs or schedule_epochs(recipe, per_epoch)) * per_epoch  # fcn.train's
     for group in groups:
         group["lr"] = recipe.learning_rate * group["lr_mult"]
     optimizer = torch.optim.SGD(groups, lr=recipe.learning_rate, momentum=recipe.momentum)
@@ -332,8 +341,14 @@ def torch_worker(args) -> dict:
 
     data = input_fn(files, recipe, args.seed)(tf.distribute.InputContext()).as_numpy_iterator()
     model.train()
-    steps, losses = 0, []
+    steps, losses, switched = 0, [], None
     while not clock.done() and steps < total:  # as fcn.train: the schedule's steps at most
+        if config.unfreeze == "auto" and frozen and switched is None and not steps % per_epoch:
+            if head_phase_over([], steps, total, recipe.batch_size):  # at fcn's epoch start
+                for name in frozen:  # their groups are in the optimizer: now they get gradients
+                    modules[name].weight.requires_grad_(True)
+                    modules[name].bias.requires_grad_(True)
+                switched = steps
         images, labels = next(data)
         optimizer.zero_grad(set_to_none=True)
         with autocast:
@@ -350,8 +365,9 @@ def torch_worker(args) -> dict:
             "score_fr_energy": energy, "score_fr_rate_factor": mults[HEAD_SCORE],
             "points": clock.points, "settings": {"batch_size": recipe.batch_size,
             "learning_rate": recipe.learning_rate, "crop_size": recipe.crop_size, "seed": args.seed,
-            "total_steps": total, "frozen": sorted(frozen), "trainable_params":
-            sum(p.numel() for p in model.parameters() if p.requires_grad)}}  # fmt: skip
+            "total_steps": total, "frozen": sorted(frozen), "unfrozen_at_step": switched,
+            "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+            }}  # fmt: skip
 
 
 def step_cost(frozen: int, crop: int, batch: int, policy: str | None) -> dict:

@@ -259,8 +259,7 @@ evaluation = fcn.evaluate(keras.models.load_model(result.best_checkpoint), voc_r
 ```
 
 The defaults are the `practical` recipe: 320x320 augmented crops, batch 2, SGD momentum 0.9,
-learning rate 1e-3 with a poly schedule, the head on the frozen VGG body first and then every
-layer, 18 epochs on train_aug (about the paper's pixels), validation after each. `recipe="paper"`
+learning rate 1e-3 with a poly schedule, 50 epochs, validation after each. `recipe="paper"`
 trains on one whole image per step with momentum 0.99, as the paper did. On a smaller GPU add
 `accumulate=` and `mixed_precision="mixed_float16"` (see `memory.ipynb`). From a shell:
 `fcn train data/VOCdevkit/VOC2012 --sbd data/benchmark_RELEASE`."""),

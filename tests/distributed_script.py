@@ -96,6 +96,7 @@ if MODE == "worker":
         phases.HEAD_MIN_IMAGES = 0  # the switch at half the schedule, however short
         fcn.training.train.build_model = width_reduced_build  # a VGG16 file of the model's width
         settings["weights"] = str(DATA / "vgg16_notop.h5")  # the test's; the chief reads it
+        settings["unfreeze"] = "auto"
     if index == 1:  # worker 1 may differ
         if "fewer" in flags:
             files = fcn.data.SegmentationFiles(FILES.images[:-1], FILES.labels[:-1])

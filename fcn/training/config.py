@@ -195,20 +195,21 @@ class TrainConfig:
     frozen_blocks: int | None = field(
         default=None,
         metadata={"resume": "fixed", "recipe": True,
-                  "help": "the first VGG blocks (0-5) whose convolutions stay as initialised: "
-                  "not trained, and no backward pass through them (default: the recipe's; "
-                  "only with pretrained weights)",
+                  "help": "the first VGG blocks (0-5) whose convolutions stay as initialised "
+                  "in the head phase (see unfreeze): not trained, and no backward pass through "
+                  "them (default: the recipe's; only with pretrained weights)",
                   "range": Range(0, len(VGG_BLOCKS), "a whole number of VGG blocks in "
                                  f"0..{len(VGG_BLOCKS)}", whole=True)},
     )  # fmt: skip
     unfreeze: str = field(
-        default="auto",
+        default="never",
         metadata={"resume": "fixed",
                   "help": "when the frozen VGG blocks start training: auto (once the head has "
                   "learned: validation mean IoU flat for a few evaluations, or half the "
                   "schedule done, and never before a few thousand crops; "
-                  "fcn.training.phases), then every layer trains; never (frozen for the whole "
-                  "run)", "choices": UNFREEZE_CHOICES},
+                  "fcn.training.phases), then every layer trains; never (the default: frozen "
+                  "for the whole run; auto lost 0.14 hold-out mean IoU on 118 images, "
+                  "benchmarks/README.md)", "choices": UNFREEZE_CHOICES},
     )  # fmt: skip
     accumulate: int = field(
         default=1,

@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from fcn.training.distribute import cluster_size, is_chief, sync_count
 from fcn.training.optimizer import update_order
+from fcn.training.rates import caffe_sgd
 
 HEAD_MIN_IMAGES = 3000
 """Crops (or whole images) the head trains on before any switch: the measured plateau of the
@@ -105,7 +106,7 @@ def set_trainable(model: keras.Model, layers: Sequence[str], trainable: bool) ->
     """
     for name in layers:
         model.get_layer(name).trainable = trainable
-    model.optimizer.update_after = update_order(model)
+    caffe_sgd(model).update_after = update_order(model)
 
 
 class HeadPhase(keras.callbacks.Callback):
@@ -178,7 +179,7 @@ class HeadPhase(keras.callbacks.Callback):
             return
         reason = None
         if is_chief(self.strategy):
-            iterations = int(self.model.optimizer.iterations.numpy())
+            iterations = int(caffe_sgd(self.model).iterations.numpy())  # the batches done
             reason = head_phase_over(self.scores, iterations, self.total_batches, self.batch_size)
         switch = reason is not None
         if cluster_size() > 1:  # the chief's decision on every worker

@@ -19,6 +19,20 @@ HEAD_SCORE = HEAD_LAYERS[-1]
 """score_fr: the score layer whose rate [`set_head_rate`][] measures."""
 
 
+def caffe_sgd(model: keras.Model):
+    """The optimizer of a model compiled by [`fcn.training.train.compile_for_training`][] (a
+    [`fcn.training.optimizer.CaffeSGD`][]): ``model.optimizer``, or the one inside it where
+    Keras wrapped it in a ``LossScaleOptimizer`` (``mixed_float16``).
+
+    Examples:
+        >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        >>> model.compile(keras.optimizers.SGD(0.1), "mse")
+        >>> caffe_sgd(model) is model.optimizer
+        True
+    """
+    return getattr(model.optimizer, "inner_optimizer", model.optimizer)
+
+
 def skip_kernel_lr_mults(model: keras.Model) -> dict[str, float]:
     """Learning-rate multipliers that give the skip score layers of a staged FCN (fcn16s, fcn8s)
     the at-once FCN-8s's scaling of their inputs: ``s**2`` for each scale ``s`` of
@@ -127,5 +141,5 @@ def set_head_rate(model: keras.Model, batches, recipe: Recipe) -> tuple[float, f
     factor = stable_rate_factor(
         energy, recipe.learning_rate, recipe.momentum, classes, margin=HEAD_RATE_MARGIN
     )
-    model.optimizer.rate_factors[HEAD_SCORE].assign(factor)
+    caffe_sgd(model).rate_factors[HEAD_SCORE].assign(factor)
     return energy, factor

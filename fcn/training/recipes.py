@@ -1,8 +1,10 @@
 """Training recipes, as plain data: the two ways to train an FCN, each a named set of defaults.
 
 * ``practical`` (default): batches of fixed-size augmented crops, SGD momentum 0.9, learning
-  rate 1e-3 with a poly schedule, VGG blocks 1-5 of a pretrained body frozen; what most
-  modern segmentation code does, tuned to learn fastest from ImageNet weights.
+  rate 1e-3 with a poly schedule, VGG blocks 1-5 of a pretrained body frozen (with
+  ``unfreeze="auto"``, until the head has learned, then every layer:
+  [`fcn.training.phases`][]); what most modern segmentation code does, tuned to learn fastest
+  from ImageNet weights.
 * ``paper``: the FCN paper's recipe, one whole image per step at native size, no augmentation,
   SGD momentum 0.99, a fixed rate of 1e-10 per summed pixel (1.9e-5 for our mean loss).
 
