@@ -91,8 +91,9 @@ def head_phase_over(
 def set_trainable(model: keras.Model, layers: Sequence[str], trainable: bool) -> None:
     """Make ``layers`` of ``model`` (compiled by [`fcn.training.train.compile_for_training`][])
     trainable or frozen, and its optimizer's update order follow
-    ([`fcn.training.optimizer.update_order`][]). The optimizer was built over every variable,
-    so it takes the new set as it is; [`fcn.training.loop.fit`][] traces a new step for it.
+    ([`fcn.training.optimizer.update_order`][]). Made trainable, a layer must be one the
+    optimizer was built over (``compile_for_training(..., unfreeze=True)`` builds it over every
+    variable); [`fcn.training.loop.fit`][] traces a new step for the new set.
 
     Examples:
         >>> from fcn import build_model

@@ -22,7 +22,8 @@ HEAD_SCORE = HEAD_LAYERS[-1]
 def caffe_sgd(model: keras.Model):
     """The optimizer of a model compiled by [`fcn.training.train.compile_for_training`][] (a
     [`fcn.training.optimizer.CaffeSGD`][]): ``model.optimizer``, or the one inside it where
-    Keras wrapped it in a ``LossScaleOptimizer`` (``mixed_float16``).
+    Keras wrapped it in a ``LossScaleOptimizer`` (``mixed_float16``). Here, below the optimizer
+    module, because [`set_head_rate`][] needs it and the optimizer imports this module.
 
     Examples:
         >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
