@@ -211,6 +211,13 @@ class TrainConfig:
                   "for the whole run; auto lost 0.14 hold-out mean IoU on 118 images, "
                   "benchmarks/README.md)", "choices": UNFREEZE_CHOICES},
     )  # fmt: skip
+    body_rate: float | None = field(
+        default=None,
+        metadata={"recipe": True,
+                  "help": "the share of the schedule's rate at which the frozen VGG blocks "
+                  "train once unfreeze=auto lets them (default: the recipe's)",
+                  "range": Range(0, 1, "a share in (0, 1]", open_low=True)},
+    )  # fmt: skip
     accumulate: int = field(
         default=1,
         metadata={"resume": "fixed",

@@ -27,7 +27,10 @@ class CaffeSGD(UpdateAllHook, keras.optimizers.SGD):
     own ``weight_decay`` is decoupled); biases (1-D variables) get ``bias_lr_mult`` times the
     learning rate and no decay. ``kernel_lr_mults`` maps layer names to a factor on their kernel's
     loss gradient (``mult * g + decay * w``): with ``s**2`` it trains that layer exactly as if its
-    input were scaled by ``s`` (see [`fcn.training.rates.skip_kernel_lr_mults`][]). The layers of
+    input were scaled by ``s`` (see [`fcn.training.rates.skip_kernel_lr_mults`][]).
+    ``layer_lr_mults`` maps layer names to a factor on the whole step of their variables (the
+    rate of kernel and bias, decay included): the VGG body's
+    [`fcn.training.recipes.Recipe.body_rate`][] once it trains. The layers of
     ``measured_layers`` get one more factor on their kernel's loss gradient, held in the optimiser's
     state rather than its config ([`rate_factors`][], 1 until set; saved, restored and synced with
     the other optimiser variables): [`fcn.training.train.train`][] sets score_fr's from its input
@@ -46,6 +49,7 @@ class CaffeSGD(UpdateAllHook, keras.optimizers.SGD):
         caffe_weight_decay: float = 5e-4,
         bias_lr_mult: float = 2.0,
         kernel_lr_mults: dict[str, float] | None = None,
+        layer_lr_mults: dict[str, float] | None = None,
         measured_layers: Sequence[str] = (),
         **kw,
     ):
@@ -53,6 +57,7 @@ class CaffeSGD(UpdateAllHook, keras.optimizers.SGD):
         self.caffe_weight_decay = caffe_weight_decay
         self.bias_lr_mult = bias_lr_mult
         self.kernel_lr_mults = dict(kernel_lr_mults or {})
+        self.layer_lr_mults = dict(layer_lr_mults or {})
         self.measured_layers = tuple(measured_layers)
         self.rate_factors: dict[str, keras.Variable] = {}
         """The factor of each of [`measured_layers`][fcn.training.optimizer.CaffeSGD] (a scalar
@@ -63,7 +68,7 @@ class CaffeSGD(UpdateAllHook, keras.optimizers.SGD):
 
     def build(self, variables):
         super().build(variables)
-        self._gradient_mults, self._factors = [], []  # by variable index
+        self._gradient_mults, self._factors, self._rate_mults = [], [], []  # by variable index
         for name in self.measured_layers:
             self.rate_factors[name] = self.add_variable(
                 (), initializer="ones", dtype="float32", name=f"{name}_rate_factor"
@@ -73,6 +78,7 @@ class CaffeSGD(UpdateAllHook, keras.optimizers.SGD):
             kernel = self.kernel_lr_mults.get(layer, 1.0) if len(v.shape) > 1 else 1.0
             self._gradient_mults.append(self.bias_lr_mult if len(v.shape) == 1 else kernel)
             self._factors.append(self.rate_factors.get(layer) if len(v.shape) > 1 else None)
+            self._rate_mults.append(self.layer_lr_mults.get(layer, 1.0))
 
     def update_all(self, grads, trainable_variables, learning_rate):
         """The update of every variable (``fcn._compat.UpdateAllHook``), in
@@ -92,7 +98,8 @@ class CaffeSGD(UpdateAllHook, keras.optimizers.SGD):
 
     def update_step(self, gradient, variable, learning_rate):
         """One variable's step, in place where momentum is on (no full-size temporaries):
-        ``m <- momentum * m - lr * (mult * g + decay * w)``, ``w <- w + m``, as
+        ``m <- momentum * m - lr * (mult * g + decay * w)``, ``w <- w + m`` (``lr`` times the
+        layer's ``layer_lr_mults``), as
         ``m -= (lr * decay / momentum) * w`` then TensorFlow's fused Keras-momentum kernel with
         rate ``lr * mult``; both rewrite the variables' own buffers."""
         index = self._get_variable_index(variable)
@@ -100,6 +107,7 @@ class CaffeSGD(UpdateAllHook, keras.optimizers.SGD):
         if self._factors[index] is not None:
             mult = mult * tf.cast(self._factors[index], variable.dtype)
         decay = self.caffe_weight_decay if len(variable.shape) > 1 else 0.0
+        learning_rate = learning_rate * self._rate_mults[index]
         if self.momentum == 0 or self.nesterov:  # the plain formula, with its temporaries
             gradient = gradient * keras.ops.cast(mult, gradient.dtype)
             if decay:
@@ -128,6 +136,7 @@ class CaffeSGD(UpdateAllHook, keras.optimizers.SGD):
             "caffe_weight_decay": self.caffe_weight_decay,
             "bias_lr_mult": self.bias_lr_mult,
             "kernel_lr_mults": self.kernel_lr_mults,
+            "layer_lr_mults": self.layer_lr_mults,
             "measured_layers": list(self.measured_layers),
         }
 
@@ -184,10 +193,12 @@ def recipe_optimizer(
     total_batches: int,
     accumulate: int = 1,
     kernel_lr_mults: dict[str, float] | None = None,
+    body: Sequence[str] = (),
 ) -> CaffeSGD:
     """The optimiser ``recipe`` asks for, for a run of ``total_batches`` batches, averaging
     ``accumulate`` batches per update, with ``kernel_lr_mults``
-    ([`fcn.training.rates.skip_kernel_lr_mults`][] of the model) and score_fr's measured factor
+    ([`fcn.training.rates.skip_kernel_lr_mults`][] of the model), the ``body`` layers (those
+    frozen in the head phase) at ``recipe.body_rate`` and score_fr's measured factor
     ([`fcn.training.rates.HEAD_SCORE`][]). (Keras evaluates a schedule at every batch,
     accumulated or not, so the poly schedule spans batches, not updates.)
 
@@ -207,5 +218,6 @@ def recipe_optimizer(
         momentum=recipe.momentum,
         gradient_accumulation_steps=accumulate if accumulate > 1 else None,
         kernel_lr_mults=kernel_lr_mults,
+        layer_lr_mults={name: recipe.body_rate for name in body if recipe.body_rate != 1},
         measured_layers=(HEAD_SCORE,),
     )

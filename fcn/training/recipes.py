@@ -46,7 +46,8 @@ iterations at batch 1 (``voc-fcn*/solve.py``), whole images of about
 class Recipe:
     """How to train: data shape, batch and optimiser settings.
 
-    ``crop_size``, ``batch_size``, ``learning_rate``, ``augment`` and ``frozen_blocks`` are
+    ``crop_size``, ``batch_size``, ``learning_rate``, ``augment``, ``frozen_blocks`` and
+    ``body_rate`` are
     the [`TrainConfig`][fcn.training.config.TrainConfig] fields of those names (their meaning
     and range there), a recipe's values standing for those a config leaves None
     ([`TrainConfig.effective_recipe`][fcn.training.config.TrainConfig.effective_recipe]); a
@@ -57,6 +58,10 @@ class Recipe:
         momentum: SGD momentum.
         poly_power: exponent of the poly schedule ``lr * (1 - step / steps) ** power``; None
             keeps the rate fixed.
+        body_rate: the share of the schedule's rate at which the convolutions of
+            ``frozen_blocks`` train once they do (``unfreeze="auto"``'s second phase:
+            [`fcn.training.phases`][]); a [`TrainConfig`][fcn.training.config.TrainConfig]
+            field too.
 
     Examples:
         >>> RECIPES["practical"].crop_size, RECIPES["paper"].crop_size
@@ -72,6 +77,7 @@ class Recipe:
     poly_power: float | None
     augment: bool
     frozen_blocks: int = 0
+    body_rate: float = 1.0
 
     def frozen_layers(self) -> tuple[str, ...]:
         """The convolutions that [`frozen_blocks`][fcn.training.recipes.Recipe] keeps as initialised

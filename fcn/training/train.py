@@ -157,7 +157,8 @@ def compile_for_training(
     """Compile ``model`` as [`train`][] does: ``recipe``'s optimiser
     ([`recipe_optimizer`][]) over ``total_batches`` batches, with the
     model's [`skip_kernel_lr_mults`][]
-    and ``recipe.frozen_blocks`` (those blocks' convolutions made non-trainable) if its VGG body
+    and ``recipe.frozen_blocks`` (those blocks' convolutions made non-trainable, at
+    ``recipe.body_rate`` once they train) if its VGG body
     is ``pretrained`` (ImageNet; see [`fcn.training.recipes`][] for why only then), and
     [`segmentation_loss`][]. The optimizer is built at once, so a checkpoint saved before the
     first step holds its state too: over every variable where the frozen blocks may
@@ -172,7 +173,7 @@ def compile_for_training(
     """
     mults = skip_kernel_lr_mults(model) if pretrained else {}
     frozen = recipe.frozen_layers() if pretrained else ()
-    optimizer = recipe_optimizer(recipe, total_batches, accumulate, mults)
+    optimizer = recipe_optimizer(recipe, total_batches, accumulate, mults, body=frozen)
     model.compile(optimizer=optimizer, loss=segmentation_loss())
     if not unfreeze:  # the optimizer never holds the frozen layers
         set_trainable(model, frozen, False)
