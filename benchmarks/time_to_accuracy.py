@@ -24,7 +24,7 @@ hold-out, which is the benchmark's own: the default recipe was chosen with it (s
   (:func:`fcn.training.rates.skip_kernel_lr_mults`),
   the same schedule over the same number of steps, the same two phases (the frozen blocks'
   gradients switched on at the epoch where ``fcn.train``'s rule switches without validation,
-  :func:`fcn.training.phases.head_phase_over`),
+  :func:`fcn.training.phases.head_phase_over`; the body then at the recipe's ``body_rate``),
   the loss averaged over labelled pixels; ``channels_last`` and, where the training precision is
   bf16, ``torch.autocast("cpu", torch.bfloat16)`` (decided by fcn's
   :func:`fcn.device.auto_mixed_precision` unless ``--set mixed_precision=...`` says).
@@ -313,9 +313,10 @@ def torch_worker(args) -> dict:
         mult = mults.get(name, 1.0)
         if mult != 1.0:  # Caffe's factor on the loss gradient, not on the decay
             module.weight.register_hook(lambda g, m=mult: g * m)
-        groups.append({"params": [module.weight], "weight_decay": 5e-4, "lr_mult": 1.0})
+        body = recipe.body_rate if name in frozen else 1.0  # CaffeSGD's layer_lr_mults
+        groups.append({"params": [module.weight], "weight_decay": 5e-4, "lr_mult": body})
         if module.bias is not None:
-            groups.append({"params": [module.bias], "weight_decay": 0.0, "lr_mult": 2.0})
+            groups.append({"params": [module.bias], "weight_decay": 0.0, "lr_mult": 2.0 * body})
     per_epoch = config.steps_per_epoch or len(files) // recipe.batch_size
     total = (config.epochs or schedule_epochs(recipe, per_epoch)) * per_epoch  # fcn.train's
     for group in groups:

@@ -27,7 +27,9 @@ def test_every_numeric_field_holds_its_range():
 
 def test_a_recipe_gives_defaults_for_the_fields_marked_as_the_recipes():
     marked = {f.name for f in dataclasses.fields(TrainConfig) if f.metadata.get("recipe")}
-    assert marked == {"crop_size", "batch_size", "learning_rate", "augment", "frozen_blocks"}
+    assert marked == {
+        "crop_size", "batch_size", "learning_rate", "augment", "frozen_blocks", "body_rate"
+    }  # fmt: skip
     assert marked < {f.name for f in dataclasses.fields(Recipe)}
     for name, recipe in RECIPES.items():
         values = {field: getattr(recipe, field) for field in marked}
@@ -61,7 +63,8 @@ the fields (``TrainConfig.to_json`` of that day, copied as written)."""
 
 def test_a_run_recorded_with_these_field_names_resumes_with_its_settings():
     config = TrainConfig(resume=True, run_dir="runs/x").resumed(RECORDED, {"epochs": 60})
-    assert config.to_json() == {**RECORDED, "epochs": 60, "unfreeze": "never"}  # as it ran
+    as_it_ran = {"unfreeze": "never", "body_rate": 1.0}
+    assert config.to_json() == {**RECORDED, "epochs": 60, **as_it_ran}
     assert (config.run_dir, config.resume) == ("runs/x", True)
     recipe = config.effective_recipe()
     assert (recipe.crop_size, recipe.batch_size, recipe.learning_rate) == (256, 4, 0.01)

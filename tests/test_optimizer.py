@@ -1,5 +1,5 @@
-"""Caffe's SGD (fcn.training.optimizer): bias rate and decay, the in-place momentum step,
-gradient accumulation."""
+"""Caffe's SGD (fcn.training.optimizer): bias rate and decay, the in-place momentum step, a
+layer's rate factor (the body's rate), gradient accumulation."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from conftest import (
     assert_within,
     sum_tolerance,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fcn
 from fcn.training.loss import segmentation_loss
@@ -57,6 +59,47 @@ def test_caffe_sgd_in_place_momentum_step_is_caffes_formula():
     for ours, exact in ((layer.kernel, w), (layer.bias, b)):
         bound = 3 * 8 * UNIT_ROUNDOFF * (np.abs(exact).max() + 1)
         np.testing.assert_allclose(ours.numpy(), exact, rtol=0, atol=bound)
+
+
+@settings(max_examples=12, deadline=None)
+@given(share=st.floats(1e-3, 1.0), momentum=st.sampled_from([0.0, 0.9]), seed=st.integers(0, 99))
+def test_layer_lr_mult_scales_the_whole_step_of_that_layer_alone(share, momentum, seed):
+    """Two layers, one with a ``layer_lr_mults`` share: two steps of each against the formula
+    with ``lr * share`` (decay included) for that layer and ``lr`` for the other, in float64
+    from the same float32 start; both update paths (momentum 0: Keras' plain step)."""
+    rng = np.random.default_rng(seed)
+    layers = {}
+    for name in ("conv1_1", "fc6"):
+        layers[name] = keras.layers.Dense(3, name=name)
+        layers[name].build((None, 2))
+        layers[name].kernel.assign(rng.normal(size=(2, 3)).astype(np.float32))
+    variables = [v for layer in layers.values() for v in (layer.kernel, layer.bias)]
+    lr, decay = 0.1, 5e-2
+    optimizer = CaffeSGD(learning_rate=lr, momentum=momentum, caffe_weight_decay=decay,
+                         layer_lr_mults={"conv1_1": share})  # fmt: skip
+    exact = [v.numpy().astype(np.float64) for v in variables]
+    moments = [np.zeros_like(w) for w in exact]
+    rates = [lr * share, 2 * lr * share, lr, 2 * lr]  # conv1_1's kernel, bias; fc6's
+    for _ in range(2):
+        grads = [rng.normal(size=v.shape).astype(np.float32) for v in variables]
+        optimizer.apply([tf.constant(g) for g in grads], variables)
+        for i, (g, rate) in enumerate(zip(grads, rates)):
+            step = g + (decay * exact[i] if exact[i].ndim > 1 else 0.0)
+            moments[i] = momentum * moments[i] - rate * step
+            exact[i] = exact[i] + moments[i]
+    for ours, want in zip(variables, exact):  # 2 steps of ~8 rounded float32 operations
+        bound = 2 * 8 * UNIT_ROUNDOFF * (np.abs(want).max() + 1)
+        np.testing.assert_allclose(ours.numpy(), want, rtol=0, atol=bound)
+
+
+def test_recipe_optimizer_puts_the_body_at_the_recipes_body_rate():
+    recipe = dataclasses.replace(RECIPES["practical"], body_rate=0.25)
+    body = recipe.frozen_layers()
+    optimizer = recipe_optimizer(recipe, total_batches=10, body=body)
+    assert optimizer.layer_lr_mults == dict.fromkeys(body, 0.25)
+    assert CaffeSGD.from_config(optimizer.get_config()).layer_lr_mults == optimizer.layer_lr_mults
+    whole = dataclasses.replace(recipe, body_rate=1.0)  # the schedule's rate: nothing to scale
+    assert recipe_optimizer(whole, total_batches=10, body=body).layer_lr_mults == {}
 
 
 def test_gradient_accumulation_equals_the_larger_batch():

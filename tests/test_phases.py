@@ -131,6 +131,23 @@ def test_the_body_trains_from_the_switch_on_and_log_csv_records_it(pretrained_ru
     ]
 
 
+def test_the_body_trains_at_its_body_rate(pretrained_run, tmp_path):
+    """The same run at body_rate 1 and 1/4: equal up to the switch (the share leaves the head
+    phase alone), then conv1_1's first step (from zero momentum) a quarter as long."""
+    kernels = {}
+    for rate in (1.0, 0.25):
+        keras.utils.set_random_seed(0)  # fc6/fc7's draw and the dropout (not TrainConfig.seed's)
+        conv1 = Conv1()
+        pretrained_run(tmp_path / f"run{rate}", body_rate=rate, callbacks=[conv1])
+        kernels[rate] = conv1.kernels
+    before, full, quarter = kernels[1.0][2], kernels[1.0][3], kernels[0.25][3]
+    np.testing.assert_array_equal(kernels[0.25][2], before)  # the head phase never moved it
+    # one float32 addition w + m rounds by half an ulp of |w|: the step is exact to 2 ulps
+    ulp = 2 * np.spacing(np.abs(before).max())
+    assert np.abs(full - before).max() > 100 * ulp  # a step far above the rounding
+    np.testing.assert_allclose(quarter - before, (full - before) / 4, rtol=1e-4, atol=2 * ulp)
+
+
 @pytest.mark.parametrize("stop", [2, 3])
 def test_a_resumed_run_continues_in_its_phase(pretrained_run, tmp_path, stop):
     """Stopped after 2 epochs (before the switch) or 3 (after it) and resumed: the same phases

@@ -202,20 +202,23 @@ class TrainConfig:
                                  f"0..{len(VGG_BLOCKS)}", whole=True)},
     )  # fmt: skip
     unfreeze: str = field(
-        default="never",
+        default="auto",
         metadata={"resume": "fixed",
-                  "help": "when the frozen VGG blocks start training: auto (once the head has "
-                  "learned: validation mean IoU flat for a few evaluations, or half the "
-                  "schedule done, and never before a few thousand crops; "
-                  "fcn.training.phases), then every layer trains; never (the default: frozen "
-                  "for the whole run; auto lost 0.14 hold-out mean IoU on 118 images, "
-                  "benchmarks/README.md)", "choices": UNFREEZE_CHOICES},
+                  "help": "when the frozen VGG blocks start training: auto (the default: once "
+                  "the head has learned, i.e. validation mean IoU flat for a few evaluations "
+                  "or half the schedule done, and never before a few thousand crops; "
+                  "fcn.training.phases), then every layer trains, the blocks at body_rate; "
+                  "never: frozen for the whole run (the fastest on a CPU; on 118 images the "
+                  "second phase gained nothing measured, benchmarks/README.md)",
+                  "choices": UNFREEZE_CHOICES},
     )  # fmt: skip
     body_rate: float | None = field(
         default=None,
         metadata={"recipe": True,
                   "help": "the share of the schedule's rate at which the frozen VGG blocks "
-                  "train once unfreeze=auto lets them (default: the recipe's)",
+                  "train once unfreeze=auto lets them (default: the recipe's, 0.1 for "
+                  "practical: at 1 the switch lost 0.11 hold-out mean IoU on 118 images, "
+                  "benchmarks/README.md)",
                   "range": Range(0, 1, "a share in (0, 1]", open_low=True)},
     )  # fmt: skip
     accumulate: int = field(
@@ -375,9 +378,10 @@ def describe(changed: list[tuple[str, Any, Any]], whose: str) -> str:
     return "; ".join(f"{n} {_show(g)} differs from {whose}'s {_show(r)}" for n, g, r in changed)
 
 
-RECORDED_BEFORE: dict[str, Any] = {"unfreeze": "never"}
+RECORDED_BEFORE: dict[str, Any] = {"unfreeze": "never", "body_rate": 1.0}
 """For a field added after runs were first recorded, the value that does what a run whose
-``state.json`` lacks it did: such a run resumes as it was (frozen blocks stayed frozen)."""
+``state.json`` lacks it did: such a run resumes as it was (frozen blocks stayed frozen; a body
+that trained did so at the schedule's rate)."""
 
 CALL_ONLY: tuple[str, ...] = ("run_dir", "resume", "verbose")
 """TrainConfig fields that belong to one call, not to the run: never recorded or compared."""

@@ -5,9 +5,10 @@ Phase 1 trains fc6, fc7 and the score layers while the convolutions of VGG block
 costs a fraction of a full one, and on a CPU the head learns fastest this way. Phase 2 trains
 every layer, as Caffe FCN, pytorch-fcn and torchvision's references do from the first step,
 at the at-once FCN-8s's per-layer rates ([`fcn.training.optimizer.CaffeSGD`][]: each kernel at
-the schedule's rate, each bias at twice it, the skip layers' multipliers): the FCN paper
-reports that the classifier alone reaches about 70% of full fine-tuning (Table 2: FCN-32s-fixed
-45.4 against 59.4 mean IU).
+the schedule's rate, each bias at twice it, the skip layers' multipliers), the VGG blocks at
+the recipe's ``body_rate`` share of them (a tenth for ``practical``: at the whole rate the
+trained head's result fell apart): the FCN paper reports that the classifier alone reaches
+about 70% of full fine-tuning (Table 2: FCN-32s-fixed 45.4 against 59.4 mean IU).
 
 The switch ([`head_phase_over`][]) comes once the head has trained on [`HEAD_MIN_IMAGES`][]
 crops and either the validation mean IoU has stopped improving ([`PLATEAU_EVALUATIONS`][],

@@ -1,10 +1,10 @@
 """Training recipes, as plain data: the two ways to train an FCN, each a named set of defaults.
 
 * ``practical`` (default): batches of fixed-size augmented crops, SGD momentum 0.9, learning
-  rate 1e-3 with a poly schedule, VGG blocks 1-5 of a pretrained body frozen (with
-  ``unfreeze="auto"``, until the head has learned, then every layer:
-  [`fcn.training.phases`][]); what most modern segmentation code does, tuned to learn fastest
-  from ImageNet weights.
+  rate 1e-3 with a poly schedule, VGG blocks 1-5 of a pretrained body frozen until the head
+  has learned, then trained at a tenth of the schedule's rate (``unfreeze="auto"``,
+  ``body_rate``: [`fcn.training.phases`][]); what most modern segmentation code does, tuned to
+  learn fastest from ImageNet weights.
 * ``paper``: the FCN paper's recipe, one whole image per step at native size, no augmentation,
   SGD momentum 0.99, a fixed rate of 1e-10 per summed pixel (1.9e-5 for our mean loss).
 
@@ -97,7 +97,7 @@ class Recipe:
 RECIPES: dict[str, Recipe] = {
     "practical": Recipe(
         crop_size=320, batch_size=2, learning_rate=1e-3, momentum=0.9, poly_power=0.9,
-        augment=True, frozen_blocks=5,
+        augment=True, frozen_blocks=5, body_rate=0.1,
     ),
     "paper": Recipe(
         crop_size=None, batch_size=1, learning_rate=1e-10 * PAPER_PIXELS_PER_IMAGE,

@@ -200,8 +200,8 @@ def train(
     seg11valid, 736 images); the ``practical`` recipe
     ([`fcn.training.recipes.RECIPES`][fcn.training.recipes]: 320x320 augmented crops, batch 2, SGD
     momentum 0.9, lr 1e-3 with a poly schedule, Caffe weight decay 5e-4), VGG blocks 1-5 frozen
-    (``unfreeze="auto"``: until the head has learned, then every layer,
-    [`fcn.training.phases`][]); bf16 where the
+    until the head has learned, then every layer, the blocks at a tenth of the rate
+    (``unfreeze="auto"``, ``body_rate``: [`fcn.training.phases`][]); bf16 where the
     hardware runs it natively (``mixed_precision="auto"``), else float32; epochs of
     ``len(train_files) // batch_size`` steps, 50 of them or as many as train on the paper's
     pixels if fewer ([`fcn.training.recipes.schedule_epochs`][]); full-resolution streaming
