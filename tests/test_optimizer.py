@@ -13,7 +13,7 @@ from conftest import (
     assert_within,
     sum_tolerance,
 )
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import fcn
@@ -61,7 +61,6 @@ def test_caffe_sgd_in_place_momentum_step_is_caffes_formula():
         np.testing.assert_allclose(ours.numpy(), exact, rtol=0, atol=bound)
 
 
-@settings(max_examples=12, deadline=None)
 @given(share=st.floats(1e-3, 1.0), momentum=st.sampled_from([0.0, 0.9]), seed=st.integers(0, 99))
 def test_layer_lr_mult_scales_the_whole_step_of_that_layer_alone(share, momentum, seed):
     """Two layers, one with a ``layer_lr_mults`` share: two steps of each against the formula
