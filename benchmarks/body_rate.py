@@ -11,9 +11,12 @@ same crops in the same order (``fcn.train``'s input pipeline, ``--seed``) from a
 those weights and a fresh momentum: ``head`` (the body frozen, as ``unfreeze="never"``) and one
 arm per ``--rates`` value (every layer, the body at that share of the rate). Each arm's
 hold-out mean IoU (``fcn.evaluate``, full resolution, the split's 30 images), training losses
-and seconds per step go to ``--json``.
+and seconds per step go to ``--json``. With ``--minutes``, each arm trains that long instead
+(at most ``--steps`` batches): the head alone then takes more batches than every layer.
 
     python benchmarks/body_rate.py --checkpoint RUN_DIR/epoch-0011.keras --rates 1 0.1 0.01
+    python benchmarks/body_rate.py --checkpoint RUN_DIR/epoch-0011.keras --rates 0.1 \
+        --minutes 20 --steps 100000
 """
 
 from __future__ import annotations
@@ -30,9 +33,23 @@ from convergence import LossRecorder
 from time_to_accuracy import VOC148, scores_of, split
 
 
+class Budget(LossRecorder):
+    """Every step's loss (``values``); stops training after ``seconds`` (None: never)."""
+
+    def __init__(self, seconds: float | None):
+        super().__init__()
+        self.seconds, self.began = seconds, time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        super().on_train_batch_end(batch, logs)
+        if self.seconds is not None and time.perf_counter() - self.began >= self.seconds:
+            self.model.stop_training = True
+
+
 def arm(source, rate: float | None, args, files, holdout) -> dict:
-    """``args.steps`` batches from ``source``'s weights: the head alone (``rate`` None) or every
-    layer with the body at ``rate``; the hold-out scores after them."""
+    """``args.steps`` batches (fewer where ``args.minutes`` of training end first) from
+    ``source``'s weights: the head alone (``rate`` None) or every layer with the body at
+    ``rate``; the hold-out scores after them."""
     import dataclasses
 
     import keras
@@ -58,14 +75,14 @@ def arm(source, rate: float | None, args, files, holdout) -> dict:
     if rate is not None:
         set_trainable(model, recipe.frozen_layers(), True)
     data = input_fn(files, recipe, args.seed)(tf.distribute.InputContext())
-    losses = LossRecorder()
-    began = time.perf_counter()
+    losses = Budget(None if args.minutes is None else args.minutes * 60)
     loop.fit(model, tf.distribute.get_strategy(), data, epochs=1, initial_epoch=0,
              steps_per_epoch=args.steps, callbacks=[losses], verbose=0)  # fmt: skip
-    seconds = time.perf_counter() - began
+    seconds = time.perf_counter() - losses.began
     result = fcn.evaluate(model, eval_dataset(holdout), precision=None)
-    out = {"arm": "head" if rate is None else f"body_rate={rate:g}",
-           "seconds_per_step": seconds / args.steps, "losses": losses.values,
+    out = {"arm": "head" if rate is None else f"body_rate={rate:g}", "steps": len(losses.values),
+           "seconds": seconds, "seconds_per_step": seconds / len(losses.values),
+           "losses": losses.values,
            **scores_of(result.matrix, VOC_CLASSES)}  # fmt: skip
     print(json.dumps({k: v for k, v in out.items() if k not in ("losses", "class_iou")}),
           file=sys.stderr, flush=True)  # fmt: skip
@@ -81,7 +98,9 @@ def main() -> None:
     parser.add_argument("--voc", default=str(VOC148), help="a VOC root with a train split")
     parser.add_argument("--rates", nargs="+", type=float, default=[1.0, 0.1],
                         help="body rates, one arm each, beside the head alone")
-    parser.add_argument("--steps", type=int, default=40, help="batches per arm")
+    parser.add_argument("--steps", type=int, default=40, help="batches per arm (at most)")
+    parser.add_argument("--minutes", type=float,
+                        help="training minutes per arm: equal time, not equal batches")
     parser.add_argument("--at", type=int, default=1500,
                         help="the schedule's batch at the switch (3,000 crops: HEAD_MIN_IMAGES)")
     parser.add_argument("--total", type=int, default=2950, help="the schedule's batches")
