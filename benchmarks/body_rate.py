@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--minutes", type=float,
                         help="training minutes per arm: equal time, not equal batches")
     parser.add_argument("--at", type=int, default=1500,
-                        help="the schedule's batch at the switch (3,000 crops: HEAD_MIN_IMAGES)")
+                        help="the schedule's batch at the switch (half of 50 epochs on 118 images)")
     parser.add_argument("--total", type=int, default=2950, help="the schedule's batches")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default="body_rate.json", help="appended to")

@@ -65,15 +65,18 @@ VGG16_NOTOP = (
 MAIN = [("build", 0, 0), ("forward", 500, 1), ("train", 500, 1), ("train", 320, 4),
         ("default", 320, 2)]
 PRECISIONS = ("fp32", "bf16")
-PEAK_FLOP_PER_CYCLE = {  # (vendor, bf16 hardware) -> per core: fp32, bf16
-    ("GenuineIntel", "AMX"): {"fp32": 64, "bf16": 1024},
-    ("GenuineIntel", "AVX512-BF16"): {"fp32": 64, "bf16": 128},
-    ("AuthenticAMD", "AVX512-BF16"): {"fp32": 32, "bf16": 64},  # Zen 4: 2 x 256-bit pipes
+PEAK_FLOP_PER_CYCLE = {  # (vendor, bf16 hardware, cpu family) -> per core: fp32, bf16
+    ("GenuineIntel", "AMX", 6): {"fp32": 64, "bf16": 1024},
+    ("GenuineIntel", "AVX512-BF16", 6): {"fp32": 64, "bf16": 128},
+    ("AuthenticAMD", "AVX512-BF16", 25): {"fp32": 32, "bf16": 64},  # Zen 4: 2 x 256-bit pipes
+    ("AuthenticAMD", "AVX512-BF16", 26): {"fp32": 64, "bf16": 128},  # Zen 5: 2 x 512-bit
 }
 """Nominal peak FLOP per cycle per core: AVX-512 FMA fp32 (2 x 16 lanes x 2), AVX512-BF16
-dot products twice that, AMX tiles ~1,024 bf16 (the figure of issue 23); AMD's Zen 4 runs
-AVX-512 on two 256-bit pipes, half of Intel's per cycle (measured here: 3x3 convolutions at
-95 GFLOP/s per core fp32, 210 bf16, at 2.6-3.3 GHz)."""
+dot products twice that, AMX tiles ~1,024 bf16 (the figure of issue 23); AMD's Zen 4 (cpu
+family 25) runs AVX-512 on two 256-bit pipes, half of Intel's per cycle (measured: 3x3
+convolutions at 95 GFLOP/s per core fp32, 210 bf16, at 2.6-3.3 GHz), and Zen 5 (EPYC, family
+26) on two 512-bit pipes (measured: PyTorch's fp32 forward at 160 GFLOP/s per core at a
+nominal 2.6 GHz, over Zen 4's whole peak)."""
 ESTIMATE = [("train", size, batch) for size in (320, 500) for batch in (1, 2, 4)]
 
 
@@ -319,7 +322,7 @@ def peak_flops() -> dict[str, float]:
     with open("/proc/cpuinfo") as f:
         info = {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in f if ":" in ln)}
     vendor, mhz = info["vendor_id"], float(info["cpu MHz"])
-    per_cycle = PEAK_FLOP_PER_CYCLE.get((vendor, native_bf16()))
+    per_cycle = PEAK_FLOP_PER_CYCLE.get((vendor, native_bf16(), int(info["cpu family"])))
     if per_cycle is None:
         fp32 = 64 if "avx512f" in cpu_info()[1] else 32
         per_cycle = {"fp32": fp32, "bf16": fp32}

@@ -206,7 +206,7 @@ class TrainConfig:
         metadata={"resume": "fixed",
                   "help": "when the frozen VGG blocks start training: auto (the default: once "
                   "the head has learned, i.e. validation mean IoU flat for a few evaluations "
-                  "or half the schedule done, and never before a few thousand crops; "
+                  "or half the schedule done, and never before 6,000 crops; "
                   "fcn.training.phases), then every layer trains, the blocks at body_rate; "
                   "never: frozen for the whole run (the fastest on a CPU; on 118 images the "
                   "second phase gained nothing measured, benchmarks/README.md)",

@@ -30,10 +30,13 @@ from fcn.training.distribute import cluster_size, is_chief, sync_count
 from fcn.training.optimizer import update_order
 from fcn.training.rates import caffe_sgd
 
-HEAD_MIN_IMAGES = 3000
-"""Crops (or whole images) the head trains on before any switch: the measured plateau of the
-head alone on 118 VOC images (2,400-3,200 crops of 320, two seeds, AVX512-BF16 EPYC; one
-epoch of train_aug is 10,582). A short run (a demo, a smoke test) stays in the head phase."""
+HEAD_MIN_IMAGES = 6000
+"""Crops (or whole images) the head trains on before any switch: more than the default schedule
+of the small job measured (118 VOC images, 50 passes of 2 crops of 320 a step: 5,900 crops),
+which therefore trains the head alone. There, on the AVX512-BF16 EPYC, the head alone improved
+up to 4,800-5,900 crops, and a second phase from 3,068 crops gained nothing in the rest of the
+schedule at twice the cost per crop (`benchmarks/README.md`). One epoch of train_aug is 10,582
+crops; a demo or a smoke test never switches."""
 
 PLATEAU_EVALUATIONS = 3
 """Evaluations in a row that must fail to better the best validation mean IoU before them by
@@ -63,13 +66,13 @@ def head_phase_over(
     [`PLATEAU_GAIN`][] or ``HEAD_SHARE`` of the batches are done.
 
     Examples:
-        >>> head_phase_over([0.20, 0.25, 0.26], 2000, 6000, 2) is None  # 4,000 seen, improving
+        >>> head_phase_over([0.20, 0.25, 0.26], 4000, 10000, 2) is None  # improving
         True
-        >>> head_phase_over([0.25, 0.30, 0.29, 0.30, 0.302], 2000, 6000, 2)
+        >>> head_phase_over([0.25, 0.30, 0.29, 0.30, 0.302], 4000, 10000, 2)
         'validation mean IoU at most 0.302 in 3 evaluations, not 0.005 above the best 0.300'
-        >>> head_phase_over([], 1500, 3000, 2)
-        '1,500 of 3,000 batches done (50% of the schedule)'
-        >>> head_phase_over([], 1400, 2000, 2) is None  # 2,800 images: under HEAD_MIN_IMAGES
+        >>> head_phase_over([], 5000, 10000, 2)
+        '5,000 of 10,000 batches done (50% of the schedule)'
+        >>> head_phase_over([0.3, 0.2, 0.2, 0.2], 2950, 2950, 2) is None  # 5,900: under the minimum
         True
     """
     if batches_done * batch_size < HEAD_MIN_IMAGES:
@@ -139,13 +142,13 @@ class HeadPhase(keras.callbacks.Callback):
         >>> data = tf.data.Dataset.from_tensors(batch).repeat()
         >>> strategy = tf.distribute.get_strategy()
         >>> phase = HeadPhase(strategy, RECIPES["practical"].frozen_layers(), 5, total_batches=4,
-        ...                   batch_size=1500, verbose=0)  # counted as 1,500 images a batch
+        ...                   batch_size=HEAD_MIN_IMAGES // 2, verbose=0)  # images a batch
         >>> frozen = []  # each epoch's logs, as the checkpoint after it records them
         >>> record = keras.callbacks.LambdaCallback(
         ...     on_epoch_end=lambda epoch, logs: frozen.append(logs[FROZEN_COLUMN]))
         >>> _ = loop.fit(model, strategy, data, epochs=4, initial_epoch=0, steps_per_epoch=1,
         ...              callbacks=[phase, record], verbose=0)
-        >>> frozen  # after 3,000 images and half the batches: every layer
+        >>> frozen  # after HEAD_MIN_IMAGES images and half the batches: every layer
         [5, 5, 0, 0]
     """
 
