@@ -54,7 +54,7 @@ def test_the_head_phase_ends_on_a_plateau_or_at_its_share_never_before_its_image
 
 def test_the_measured_small_job_trains_the_head_alone_for_its_whole_schedule():
     """The job the second phase was measured on (118 VOC images, `benchmarks/README.md`: no gain
-    there at twice the cost per crop) keeps the head phase to its default schedule's end, on a
+    there at 2.3 times the cost per crop) keeps the head phase to its default schedule's end, on a
     validation plateau too; the same schedule over twice the images switches."""
     recipe = RECIPES["practical"]
     for images, switches in ((118, False), (236, True)):

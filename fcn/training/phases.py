@@ -33,10 +33,10 @@ from fcn.training.rates import caffe_sgd
 HEAD_MIN_IMAGES = 6000
 """Crops (or whole images) the head trains on before any switch: more than the default schedule
 of the small job measured (118 VOC images, 50 passes of 2 crops of 320 a step: 5,900 crops),
-which therefore trains the head alone. There, on the AVX512-BF16 EPYC, the head alone improved
-up to 4,800-5,900 crops, and a second phase from 3,068 crops gained nothing in the rest of the
-schedule at twice the cost per crop (`benchmarks/README.md`). One epoch of train_aug is 10,582
-crops; a demo or a smoke test never switches."""
+which therefore trains the head alone. There, in bf16 on EPYCs with AVX512-BF16, the head alone
+improved up to 4,800-5,900 crops (two seeds), and a second phase from 3,068 crops gained nothing
+in the rest of the schedule at 2.3 times the cost per crop (one seed; `benchmarks/README.md`).
+One epoch of train_aug is 10,582 crops; a demo or a smoke test never switches."""
 
 PLATEAU_EVALUATIONS = 3
 """Evaluations in a row that must fail to better the best validation mean IoU before them by
