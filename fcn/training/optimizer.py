@@ -30,7 +30,7 @@ class CaffeSGD(UpdateAllHook, keras.optimizers.SGD):
     input were scaled by ``s`` (see [`fcn.training.rates.skip_kernel_lr_mults`][]).
     ``layer_lr_mults`` maps layer names to a factor on the whole step of their variables (the
     rate of kernel and bias, decay included): the VGG body's
-    [`fcn.training.recipes.Recipe.body_rate`][] once it trains. The layers of
+    [`Recipe.body_rate`][fcn.training.recipes.Recipe] once it trains. The layers of
     ``measured_layers`` get one more factor on their kernel's loss gradient, held in the optimiser's
     state rather than its config ([`rate_factors`][], 1 until set; saved, restored and synced with
     the other optimiser variables): [`fcn.training.train.train`][] sets score_fr's from its input
