@@ -34,6 +34,11 @@ build. Cells:
   ``requires_grad`` off (since Dec 7, issue 45).
 * ``--estimate``: fcn train cells at 320 and 500, batches 1, 2 and 4, beside
   :func:`fcn.training.batch_size.training_memory_estimate`.
+* ``--deploy``: the forward of the files ``fcn export`` writes for deployment, each run by its
+  own runtime without TensorFlow (what a deployed process imports): the same saved FCN-8s as
+  LiteRT (``ai-edge-litert``'s interpreter, XNNPACK) and as ONNX (ONNX Runtime's CPU
+  provider), float32 and int8 (``quantize="int8"``, calibrated on ``--calibration-images`` of
+  the package's VOC sample: the scales do not change the speed), at the forward's 500x500.
 
 The PyTorch model is written here layer for layer as pytorch-fcn's ``FCN8s`` (conv1_1 padded by
 100, ceil-mode pools, 7x7 fc6, bilinear-shaped transposed convs, crops at fcn's
@@ -194,8 +199,63 @@ def torch_cell(
     return {**out, **_timed(step, repeats)}
 
 
+def runtime_cell(size: int, batch: int, repeats: int, source: str) -> dict:
+    """The forward of an exported ``.tflite`` or ``.onnx`` file by its own runtime: uint8
+    images in, labels out; no TensorFlow in the process."""
+    import numpy as np
+
+    start = time.perf_counter()
+    if source.endswith(".tflite"):
+        from ai_edge_litert.interpreter import Interpreter
+    else:
+        import onnxruntime
+    out = {"import_s": time.perf_counter() - start, "import_mib": rss_mib()["VmRSS"]}
+    reset_peak()
+    start = time.perf_counter()
+    if source.endswith(".tflite"):
+        runner = Interpreter(model_path=source, num_threads=os.cpu_count()).get_signature_runner()
+
+        def forward(images):
+            return runner(image=images)["labels"]
+    else:
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = os.cpu_count()
+        session = onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+
+        def forward(images):
+            return session.run(["labels"], {"image": images})[0]
+
+    out.update(build_s=time.perf_counter() - start, built_mib=rss_mib()["VmRSS"],
+               build_peak_mib=rss_mib()["VmHWM"],
+               weights_mib=os.path.getsize(source) / 2**20)  # fmt: skip
+    images = np.random.default_rng(0).integers(0, 256, (batch, size, size, 3), dtype=np.uint8)
+    return {**out, **_timed(lambda: np.asarray(forward(images)), repeats)}
+
+
+def export_deployed(saved: Path, size: int, calibration_images: int) -> list[tuple[str, str, str]]:
+    """``saved`` written as LiteRT and ONNX files of ``size`` x ``size``, float32 and int8:
+    (runtime, precision, path) of each."""
+    import fcn
+
+    files = []
+    for runtime, format in (("LiteRT", "litert"), ("ONNX Runtime", "onnx")):
+        suffix = ".tflite" if format == "litert" else ".onnx"
+        for precision in ("fp32", "int8"):
+            quantize = {}
+            if precision == "int8":
+                quantize = {"quantize": "int8", "calibration": fcn.data.sample_voc_root(),
+                            "calibration_images": calibration_images}  # fmt: skip
+            path = saved.with_name(f"fcn8s_{precision}{suffix}")
+            fcn.export_model(saved, path, format, size=(size, size), **quantize)
+            files.append((runtime, precision, str(path)))
+    return files
+
+
 def fcn_cell(kind: str, size: int, batch: int, repeats: int, source: str, precision: str) -> dict:
     import numpy as np
+
+    if source.endswith((".tflite", ".onnx")):
+        return runtime_cell(size, batch, repeats, source)
 
     start = time.perf_counter()
     import keras
@@ -277,20 +337,21 @@ def run_cell(framework: str, kind: str, size: int, batch: int, args, extra: str,
     command = [sys.executable, __file__, "--cell", framework, kind, str(size), str(batch), extra,
                precision, "--repeats", str(args.repeats)]  # fmt: skip
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    if kernels:
+    if kernels in ("oneDNN", "Eigen"):  # else a runtime of its own (LiteRT, ONNX Runtime)
         env["TF_ENABLE_ONEDNN_OPTS"] = {"oneDNN": "1", "Eigen": "0"}[kernels]
     run = subprocess.run(command, capture_output=True, text=True, env=env)
     if run.returncode:
         raise RuntimeError(f"{framework} {kind} {size} {batch}: {run.stderr[-2000:]}")
     row = json.loads(run.stdout.strip().splitlines()[-1])
-    source = Path(extra).name if framework == "fcn" and extra else ""
+    source = Path(extra).name if framework == "fcn" and extra else ""  # fcn: a file, or ""
     name = framework + (f" {kernels}" if kernels else "")
     row = {"framework": name, "kind": kind, "size": size, "batch": batch, "source": source,
            "precision": precision, **row}  # fmt: skip
     if "step_s" in row and size and kind != "default":  # a frozen body's backward: not counted
         flops = args.flops[size] * batch * (3 if kind == "train" else 1)
         row["tflops"] = flops / row["step_s"] / 1e12
-        row["peak_share"] = flops / row["step_s"] / args.peak[precision]
+        if precision in args.peak:  # int8: no nominal peak given
+            row["peak_share"] = flops / row["step_s"] / args.peak[precision]
     return row
 
 
@@ -348,6 +409,10 @@ def main() -> None:
     parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS)
     parser.add_argument("--kernels", nargs="+", default=["oneDNN", "Eigen"],
                         choices=["oneDNN", "Eigen"], help="fcn's kernel sets")  # fmt: skip
+    parser.add_argument("--deploy", action="store_true",
+                        help="also the forward of exported LiteRT and ONNX files, fp32 and int8")
+    parser.add_argument("--calibration-images", type=int, default=4,
+                        help="--deploy's int8 calibration (the VOC sample's training images)")
     parser.add_argument("--cell", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cell:
@@ -394,6 +459,10 @@ def main() -> None:
                 if precision == "fp32" or kernels == "oneDNN":
                     source = str(saved) if kind == "forward" else ""  # load_model(precision=)
                     cells.append(("fcn", kind, size, batch, source, precision, kernels))
+    if args.deploy:
+        size, batch = next((size, batch) for kind, size, batch in MAIN if kind == "forward")
+        for runtime, precision, path in export_deployed(saved, size, args.calibration_images):
+            cells.append(("fcn", "forward", size, batch, path, precision, runtime))
     results: dict[tuple, list[dict]] = {}
     for round_ in range(args.rounds):
         for cell in cells:

@@ -31,7 +31,13 @@ import fcn
 from fcn.cpu import Workload, choose_kernels
 from fcn.inference.budget import STREAMED_MAX_PIXELS
 from fcn.layout import VARIANTS
-from fcn.options import EXPORT_FORMATS, OUTPUTS, PRECISIONS
+from fcn.options import (
+    DEFAULT_CALIBRATION_IMAGES,
+    EXPORT_FORMATS,
+    OUTPUTS,
+    PRECISIONS,
+    QUANTIZATIONS,
+)
 from fcn.presets import DEFAULT_MODEL, PRESETS, download_url, placed_model
 from fcn.training.config import TrainConfig
 
@@ -55,7 +61,9 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_evaluate(args) -> int:
-    model = fcn.load_model(args.model, precision=args.precision)
+    from fcn.inference.predict import inference_model
+
+    model = inference_model(args.model, args.precision, args.max_pixels)
     result = fcn.evaluate(
         model, args.data, args.split, max_pixels=args.max_pixels, precision=args.precision
     )
@@ -72,7 +80,7 @@ def _cmd_predict(args) -> int:
 
     from fcn import data, plots
     from fcn.data.atomic import write_whole
-    from fcn.inference.predict import expand_images
+    from fcn.inference.predict import expand_images, inference_model
 
     for folder in filter(os.path.isdir, args.images):
         if not any(expand_images(folder)):
@@ -82,7 +90,7 @@ def _cmd_predict(args) -> int:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such image file")
     results = _result_paths(paths, Path(args.out), args.overwrite)  # before any work
-    model = fcn.load_model(args.model, precision=args.precision)
+    model = inference_model(args.model, args.precision, args.max_pixels)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     for path, (label_file, overlay_file) in zip(paths, results):
         image = data.read_image(path)
@@ -145,7 +153,17 @@ def _cmd_models(args) -> int:
         placed = placed_model(name)
         where = f"cached: {placed}" if placed else f"downloaded on first use: {download_url(name)}"
         print(f"{known.describe().replace(name, name + default, 1)}\n    {where}")
+    print(QUANTISED_VARIANTS)
     return 0
+
+
+QUANTISED_VARIANTS = (
+    "quantised variants: each model (or a .keras of yours) exports as int8 LiteRT or ONNX, "
+    "calibrated on your images:\n    fcn export NAME --format litert --size 512 512 --quantize "
+    "int8 --calibration VOC_ROOT --out NAME_int8.tflite   (then: fcn evaluate NAME_int8.tflite "
+    "VOC_ROOT)"
+)
+"""What ``fcn models`` says last: the int8 files a user can make of a model."""
 
 
 def _cmd_find_batch_size(args) -> int:
@@ -193,11 +211,13 @@ def _cmd_convert(args) -> int:
 def _cmd_export(args) -> int:
     path = fcn.export_model(
         args.model, args.out, args.format, size=args.size and tuple(args.size), output=args.output,
-        precision=args.precision,
+        precision=args.precision, quantize=args.quantize, calibration=args.calibration,
+        calibration_images=args.calibration_images,
     )  # fmt: skip
     batch = "1" if args.format == "litert" else "N"
     shape = " x ".join([batch, *map(str, args.size or ("H", "W"))])
-    print(f"{args.model} -> {path} ({args.format}: uint8 image {shape} x 3 -> {args.output})")
+    kind = f"{args.quantize} " if args.quantize else ""
+    print(f"{args.model} -> {path} ({kind}{args.format}: uint8 image {shape} x 3 -> {args.output})")
     return 0
 
 
@@ -258,10 +278,12 @@ EXAMPLES = {
   fcn train VOC2012 --variant fcn16s --init-from runs/fcn32s/best.keras   # then FCN-16s""",
     "evaluate": """examples:
   fcn evaluate runs/fcn8s/best.keras data/VOCdevkit/VOC2012 --split val
-  fcn evaluate weights/fcn8s-voc.keras VOC2012 --json val.json --plot confusion.png""",
+  fcn evaluate weights/fcn8s-voc.keras VOC2012 --json val.json --plot confusion.png
+  fcn evaluate fcn8s_int8.tflite VOC2012      # an exported LiteRT file, in windows of its size""",
     "predict": """examples:
   fcn predict photo.jpg --out predictions/
-  fcn predict photos/ --model runs/fcn8s/best.keras --out predictions/ --max-pixels 500000""",
+  fcn predict photos/ --model runs/fcn8s/best.keras --out predictions/ --max-pixels 500000
+  fcn predict photos/ --model fcn8s_int8.tflite --out predictions/   # a LiteRT file""",
     "find-batch-size": """examples:
   fcn find-batch-size --crop-size 320
   fcn find-batch-size --model runs/fcn8s/best.keras --crop-size 500 --memory-limit-gb 10""",
@@ -280,7 +302,9 @@ EXAMPLES = {
     "export": """examples:
   fcn export fcn8s-voc --out export/fcn8s                 # SavedModel: uint8 images, any size
   fcn export runs/fcn8s/best.keras --format litert --size 512 512 --out fcn8s.tflite
-  fcn export fcn8s-voc --format onnx --output logits --out fcn8s.onnx   # needs tf2onnx""",
+  fcn export fcn8s-voc --format onnx --output logits --out fcn8s.onnx   # needs tf2onnx
+  fcn export runs/fcn8s/best.keras --format litert --size 512 512 --quantize int8 \\
+      --calibration data/VOCdevkit/VOC2012 --out fcn8s_int8.tflite   # then: fcn evaluate it""",
     "info": """examples:
   fcn info --variant fcn16s""",
 }
@@ -374,7 +398,7 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
 
 def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
     """``fcn evaluate``'s arguments."""
-    p.add_argument("model", help=".keras model file")
+    p.add_argument("model", help=".keras model file, a known name, or a .tflite file of fcn export")
     p.add_argument("data", help="VOCdevkit/VOC2012 folder")
     p.add_argument("--split", default="val")
     p.add_argument(
@@ -394,8 +418,9 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
                    "OUT/<stem>_overlay.png per image (never an input's name)")  # fmt: skip
     p.add_argument("--overwrite", action="store_true",
                    help="replace files of the results' names in --out (else refused)")  # fmt: skip
-    p.add_argument("--model", help=f".keras model or a known name (default: {DEFAULT_MODEL}, "
-                   "the paper's FCN-8s, downloaded and converted once)")  # fmt: skip
+    p.add_argument("--model", help=f".keras model, a known name or a .tflite file of fcn export "
+                   f"(default: {DEFAULT_MODEL}, the paper's FCN-8s, downloaded and converted "
+                   "once)")  # fmt: skip
     p.add_argument(
         "--max-pixels", type=int, help=f"larger images are tiled (default: {_MAX_PIXELS})"
     )
@@ -450,6 +475,14 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", default="labels", choices=OUTPUTS,
                    help="labels (N, H, W) or logits (N, H, W, C), default %(default)s")  # fmt: skip
     _precision_option(p, "float32")
+    p.add_argument("--quantize", choices=QUANTIZATIONS,
+                   help="int8: weights and activations in int8 (litert, onnx), calibrated on "
+                   "--calibration")  # fmt: skip
+    p.add_argument("--calibration", metavar="VOC_ROOT_OR_IMAGES",
+                   help="with --quantize: a VOC root (its train images) or a folder of images")
+    p.add_argument("--calibration-images", type=int, metavar="N",
+                   help="with --quantize: images calibrated on, spread over --calibration "
+                   f"(all if fewer), default {DEFAULT_CALIBRATION_IMAGES}")  # fmt: skip
 
 
 def _info_arguments(p: argparse.ArgumentParser) -> None:

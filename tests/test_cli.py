@@ -160,7 +160,9 @@ def test_models_lists_the_presets_and_where_each_is(tmp_path, capsys, monkeypatc
     (tmp_path / "fcn16s-voc.keras").write_bytes(b"")
     assert main(["models"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in out[::2]] == list(fcn.presets.PRESETS)
+    listed = 2 * len(fcn.presets.PRESETS)  # two lines a model, then the quantised variants
+    assert [line.split()[0] for line in out[:listed:2]] == list(fcn.presets.PRESETS)
+    assert "\n".join(out[listed:]) == fcn.cli.QUANTISED_VARIANTS
     assert out[0].startswith("fcn8s-voc (default)  fcn8s, 21 classes, 65.5 mean IU")
     assert out[1].strip() == "downloaded on first use: http://127.0.0.1:9/fcn8s-heavy-pascal.caffemodel"
     assert out[3].strip() == f"cached: {tmp_path / 'fcn16s-voc.keras'}"

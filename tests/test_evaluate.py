@@ -10,7 +10,7 @@ from conftest import assert_confusion_of, void_near_ties
 from test_metrics import reference
 
 from fcn.classes import IGNORE_LABEL, NUM_CLASSES, VOC_CLASSES
-from fcn.data import SAMPLE_DIR
+from fcn.data import SAMPLE_DIR, eval_dataset, voc_pairs
 from fcn.inference.evaluate import EvaluationCallback, _batches, evaluate
 
 SAMPLE = SAMPLE_DIR  # the real VOC sample shipped with the package
@@ -90,14 +90,20 @@ def test_batches_hold_equal_sizes_within_budget():
 
 
 def test_voc_root_and_split(tiny_fcn8s):
-    from fcn.data import eval_dataset, voc_pairs
-
     by_root = evaluate(tiny_fcn8s, SAMPLE, "val", max_pixels=400_000, precision="float32")
     by_dataset = evaluate(tiny_fcn8s, eval_dataset(voc_pairs(SAMPLE, "val")), precision="float32")
     assert by_root.num_images == by_dataset.num_images == len(voc_pairs(SAMPLE, "val"))
     for result in (by_root, by_dataset):
         pairs = eval_dataset(voc_pairs(SAMPLE, "val")).as_numpy_iterator()
         assert_confusion_of(tiny_fcn8s, pairs, result.confusion)
+
+
+def test_a_model_file_is_loaded_in_the_precision_asked(tiny_fcn8s, tmp_path):
+    """evaluate of a ``.keras`` path scores the model it holds (float32 here, as asked)."""
+    tiny_fcn8s.save(tmp_path / "tiny.keras")
+    result = evaluate(tmp_path / "tiny.keras", SAMPLE, "val", precision="float32")
+    pairs = eval_dataset(voc_pairs(SAMPLE, "val")).as_numpy_iterator()
+    assert_confusion_of(tiny_fcn8s, pairs, result.confusion)
 
 
 def test_report_json_and_plot(tiny_fcn8s, tmp_path):

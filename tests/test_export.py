@@ -13,7 +13,8 @@ import onnxruntime
 import pytest
 import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
-from conftest import clear_of_ties, network_tolerance
+from conftest import LAMBDA, clear_of_ties, network_tolerance
+from PIL import Image
 
 import fcn
 from fcn.cli import main
@@ -103,7 +104,7 @@ def test_an_export_replaces_the_old_one_only_when_complete(tiny_fcn8s, tmp_path,
     path = fcn.export_model(tiny_fcn8s, tmp_path / "fcn8s")
     written = {p.relative_to(path): p.stat().st_mtime_ns for p in path.rglob("*")}
 
-    def fail_halfway(served, spec, folder):
+    def fail_halfway(served, spec, folder, calibration):
         folder.mkdir()
         (folder / "saved_model.pb").write_bytes(b"partial")
         raise OSError("disk full")
@@ -167,3 +168,111 @@ def test_cli_export_and_its_one_line_errors(tiny_fcn8s, tmp_path, capsys):
         assert message in capsys.readouterr().err
     assert main(["export", str(tmp_path / "missing.keras"), "--out", str(tmp_path / "c")]) == 2
     assert "missing.keras" in capsys.readouterr().err
+
+
+def _calibration_folder(folder, images: np.ndarray):
+    folder.mkdir()
+    for i, image in enumerate(images):
+        Image.fromarray(image).save(folder / f"{i}.png")
+    return folder
+
+
+def int8_tolerance(magnitude: float, layers: int) -> float:
+    """How far an int8 file's logits may be from the float model's, for logits of largest
+    absolute value ``magnitude`` through ``layers`` quantised layers: each rounds its
+    activations (and its weights, per channel) to 1/255 of their calibrated range, an error of
+    standard deviation range / (255 sqrt(12)) per value, which layers that keep their inputs'
+    scale pass on at the same relative size, so variances add (as in network_tolerance); the
+    logits' range is 2 ``magnitude``; LAMBDA (6) standard deviations of that sum."""
+    per_rounding = 2 * magnitude / (255 * np.sqrt(12))
+    return float(LAMBDA * np.sqrt(2 * layers) * per_rounding)
+
+
+COMPUTING = {"CONV_2D", "TRANSPOSE_CONV", "MAX_POOL_2D", "ADD"}
+"""The LiteRT ops of an FCN that compute (the rest move or cast values)."""
+
+
+def _quantised_layers(model: keras.Model) -> int:
+    convolutions = (keras.layers.Conv2D, keras.layers.Conv2DTranspose)
+    return sum(isinstance(layer, convolutions) for layer in model.layers)
+
+
+@pytest.mark.parametrize("format", ["litert", "onnx"])
+def test_an_int8_file_is_int8_and_gives_the_float_labels_clear_of_its_rounding(
+    tiny_fcn8s, tmp_path, format
+):
+    """Calibrated on the images it then labels: it computes in int8 (LiteRT: every operand of
+    every convolution, pooling and addition; ONNX: quantise/dequantise pairs) in under 35% of
+    the float file, and its labels are the float model's on at least 99% of the pixels where
+    the float logits' top two classes are further apart than twice int8_tolerance (a fifth of
+    this random model's pixels): unlike float rounding, int8 rounding has no per-value bound
+    (a tensor's scale follows its calibrated range), so a few such pixels may still flip."""
+    height, width = SIZES[1]
+    images = _images(height, width, batch=3)
+    calibration = _calibration_folder(tmp_path / "calibration", images)
+    suffix = export.FORMATS[format].suffix
+    floating = fcn.export_model(tiny_fcn8s, tmp_path / f"f{suffix}", format, size=(height, width))
+    path = fcn.export_model(
+        tiny_fcn8s, tmp_path / f"q{suffix}", format, size=(height, width), quantize="int8",
+        calibration=calibration,
+    )  # fmt: skip
+    assert path.stat().st_size < 0.35 * floating.stat().st_size
+    if format == "litert":
+        interpreter = Interpreter(model_path=str(path))
+        computing = [op for op in interpreter._get_ops_details() if op["op_name"] in COMPUTING]
+        assert {op["op_name"] for op in computing} == COMPUTING
+        tensor = interpreter._get_tensor_details
+        for op in computing:  # every operand int8 (int32: biases, shapes)
+            dtypes = {tensor(i, 0)["dtype"] for i in op["inputs"] if i >= 0}
+            assert dtypes <= {np.int8, np.int32}, (op["op_name"], dtypes)
+        run = interpreter.get_signature_runner()
+        labels = np.concatenate([run(image=image[None])["labels"] for image in images])
+    else:
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        types = {node.op_type for node in onnx.load(str(path)).graph.node}
+        assert {"QuantizeLinear", "DequantizeLinear"} <= types
+        (labels,) = session.run(["labels"], {"image": images})
+    whole = np.asarray(tiny_fcn8s(images.astype("float32"), training=False))
+    tolerance = int8_tolerance(np.abs(whole).max(), _quantised_layers(tiny_fcn8s))
+    clear = clear_of_ties(whole, tolerance)
+    assert clear.mean() > 0.1  # a random model's logits are near-ties on most pixels
+    agree = (labels[clear] == whole.argmax(-1)[clear]).mean()
+    assert agree >= 0.99, agree  # measured: 3 of 3,170 differ in the LiteRT file
+
+
+def test_int8_combinations_that_make_no_sense_are_refused_by_name(tiny_fcn8s, tmp_path):
+    calibration = _calibration_folder(tmp_path / "calibration", _images(32, 32, batch=1))
+    litert = {"format": "litert", "size": (32, 32)}
+    for path, kwargs, message in [
+        ("a", {"quantize": "int8", "calibration": calibration},
+         "a saved_model runs TensorFlow's float kernels"),
+        ("b.tflite", {**litert, "quantize": "int8", "calibration": calibration,
+                      "precision": "bfloat16"}, "precision='bfloat16' with it makes no sense"),
+        ("c.onnx", {"format": "onnx", "quantize": "int8", "calibration": calibration,
+                    "precision": "auto"}, "precision='auto' with it makes no sense"),
+        ("d.tflite", {**litert, "quantize": "int8"}, "needs calibration images"),
+        ("e.tflite", {**litert, "calibration": calibration}, "are for quantize='int8'"),
+        ("f.tflite", {**litert, "calibration_images": 5}, "are for quantize='int8'"),
+        ("g.tflite", {**litert, "quantize": "int4", "calibration": calibration},
+         "unknown quantize 'int4'; choose one of int8"),
+        ("h.tflite", {**litert, "quantize": "int8", "calibration": tmp_path / "none"},
+         "none: no such image file"),
+    ]:  # fmt: skip
+        with pytest.raises((ValueError, FileNotFoundError), match=message):
+            fcn.export_model(tiny_fcn8s, tmp_path / path, **kwargs)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["calibration"]  # nothing written
+
+
+def test_cli_writes_an_int8_litert_file(tiny_fcn8s, tmp_path, capsys):
+    model_file = tmp_path / "model.keras"
+    tiny_fcn8s.save(model_file)
+    out = tmp_path / "q.tflite"
+    args = ["export", str(model_file), "--format", "litert", "--size", "64", "64", "--out",
+            str(out), "--quantize", "int8", "--calibration", str(fcn.data.sample_voc_root()),
+            "--calibration-images", "2"]  # fmt: skip
+    assert main(args) == 0
+    assert f"-> {out} (int8 litert: uint8 image 1 x 64 x 64 x 3 -> labels)" in (
+        capsys.readouterr().out
+    )  # fmt: skip
+    assert main([*args[:-6], "--calibration-images", "2"]) == 2  # without --quantize
+    assert "are for quantize='int8'" in capsys.readouterr().err

@@ -1,11 +1,22 @@
-"""Tiles: geometry, and tiled logits equal to whole-image logits on the full-size FCN-8s."""
+"""Tiles: geometry, and tiled logits equal to whole-image logits on the full-size FCN-8s; the
+windows of a fixed-size model and their fill."""
 
 import numpy as np
 import pytest
 from conftest import network_tolerance, randomize
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fcn import build_model
-from fcn.inference.tiling import DEFAULT_MARGIN, STRIDE, plan_tiles, predict_tiled
+from fcn.inference.tiling import (
+    DEFAULT_MARGIN,
+    STRIDE,
+    pad_window,
+    plan_tiles,
+    plan_windows,
+    predict_tiled,
+)
+from fcn.preprocessing import MEAN_RGB
 
 
 @pytest.mark.parametrize("height, width, max_pixels, margin", [
@@ -53,3 +64,44 @@ def test_tiled_logits_equal_whole_image():
     scale = np.abs(whole).max()
     assert scale > 0
     np.testing.assert_allclose(stitched, whole, rtol=0, atol=network_tolerance(model, scale))
+
+
+@given(
+    height=st.integers(1, 3000), width=st.integers(1, 3000),
+    size=st.tuples(st.integers(1, 1200), st.integers(1, 1200)),
+    margin=st.sampled_from([0, 32, 128, 224, 256]),
+)  # fmt: skip
+def test_windows_partition_the_image_each_within_the_model_size(height, width, size, margin):
+    """Any image, any fixed size: the kept parts cover every pixel once, each window's source is
+    at most the size, starts on the pooling grid, and gives its kept part ``margin`` pixels of
+    the image on every side (or the image's own edge); a size too small to keep 32 pixels with
+    the margins on an axis the image is longer than is refused, naming the least side."""
+    least = STRIDE + 2 * margin
+    too_small = [side < least for side, full in zip(size, (height, width)) if full > side]
+    if any(too_small):
+        with pytest.raises(ValueError, match=f"at least {least} pixels"):
+            plan_windows(height, width, size, margin)
+        return
+    covered = np.zeros((height, width), np.int8)
+    for source, keep, region in plan_windows(height, width, size, margin):
+        covered[region] += 1
+        for axis, full in ((0, height), (1, width)):
+            assert source[axis].stop - source[axis].start <= size[axis]
+            assert source[axis].start % STRIDE == 0
+            assert keep[axis].start == region[axis].start - source[axis].start
+            assert region[axis].start - source[axis].start >= min(margin, region[axis].start)
+            after = source[axis].stop - region[axis].stop
+            assert after >= min(margin, full - region[axis].stop)
+    assert (covered == 1).all()
+
+
+def test_a_window_is_filled_with_the_mean_colour_below_and_to_the_right():
+    window = np.random.default_rng(0).integers(0, 256, (5, 7, 3), dtype=np.uint8)
+    padded = pad_window(window, (8, 9))
+    assert padded.shape == (1, 8, 9, 3) and padded.dtype == np.uint8
+    np.testing.assert_array_equal(padded[0, :5, :7], window)
+    fill = np.ones((8, 9), bool)
+    fill[:5, :7] = False
+    assert (padded[0][fill] == MEAN_RGB).all()
+    with pytest.raises(ValueError, match="does not fit a model of input size"):
+        pad_window(window, (4, 9))

@@ -10,6 +10,8 @@
 - [`model_files`][]: where the default model is, checksums, safe loading.
 - [`evaluate`][] (``fcn.evaluate``) and [`predict`][]
   (``fcn.predict``): the public calls built on the above.
+- [`litert`][]: a LiteRT file run back in windows of its size, which
+  [`predict`][] and [`evaluate`][] take as they take a Keras model.
 - [`export`][] (``fcn.export_model``): SavedModel, LiteRT and ONNX files that
-  serve without ``fcn``.
+  serve without ``fcn``, float or int8 (calibrated by [`calibration`][]).
 """

@@ -21,13 +21,16 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from fcn.classes import default_class_names
 from fcn.data import eval_dataset, voc_pairs
 from fcn.data.decode import check_label, read_image
 from fcn.data.errors import DataError, data_errors_named
 from fcn.inference import budget
+from fcn.inference.litert import LiteRTModel
 from fcn.inference.precision import in_precision
+from fcn.inference.predict import inference_model, predict_pieces
 from fcn.inference.streamed import compiled_forward, streams
-from fcn.inference.tiling import DEFAULT_MARGIN, predict_tiled
+from fcn.inference.tiling import DEFAULT_MARGIN
 from fcn.metrics import ConfusionMatrix
 from fcn.model import class_names as model_class_names
 from fcn.options import Precision
@@ -77,7 +80,7 @@ def _batches(
 
 
 def evaluate(
-    model: keras.Model,
+    model: keras.Model | LiteRTModel | str | os.PathLike,
     data: str | os.PathLike | tf.data.Dataset | Iterable[tuple[np.ndarray, np.ndarray]],
     split: str = "val",
     *,
@@ -89,7 +92,12 @@ def evaluate(
     """Score ``model`` on ``data`` at full resolution, as the reference FCN ``score.py`` does.
 
     Args:
-        model: image (N, H, W, 3) RGB 0..255 -> logits (N, H, W, C), e.g. [`fcn.build_model`][].
+        model: image (N, H, W, 3) RGB 0..255 -> logits (N, H, W, C), e.g. [`fcn.build_model`][];
+            a ``.keras`` path or a known name ([`fcn.load_model`][] in ``precision``); or a
+            LiteRT file of [`fcn.export_model`][] (float or int8; its path or a
+            [`LiteRTModel`][]), every image run in windows of its export size
+            ([`fcn.inference.litert`][]): ``max_pixels`` and ``precision`` do not apply to it,
+            and its classes are named by ``class_names`` (a LiteRT file stores no names).
         data: a VOC root (read lazily with ``fcn.data.voc_pairs(data, split)`` and
             ``fcn.data.eval_dataset``), or an unbatched ``tf.data.Dataset`` or any iterable of
             ``(image, label)`` pairs: an image as [`fcn.data.read_image`][] takes it (uint8,
@@ -122,12 +130,16 @@ def evaluate(
         >>> result.num_images, result.confusion.shape, int(result.confusion.sum())
         (2, (21, 21), 3600)
     """
-    num_classes = model.output_shape[-1]
-    class_names = model_class_names(model) if class_names is None else class_names
-    model = in_precision(model, precision)
+    if not isinstance(model, keras.Model):  # a path, a known name or a LiteRT file
+        model = inference_model(model, "auto" if precision is None else precision, max_pixels)
+    if isinstance(model, LiteRTModel):
+        num_classes = model.num_classes
+        class_names = default_class_names(num_classes) if class_names is None else class_names
+    else:
+        num_classes = model.output_shape[-1]
+        class_names = model_class_names(model) if class_names is None else class_names
+        model = in_precision(model, precision)
     matrix = ConfusionMatrix(num_classes)
-    forward = compiled_forward(model, "labels")
-    limits = budget.Budget.default(streams(model), max_pixels)
 
     def count(labels, predictions):
         labels, predictions = np.reshape(labels, [-1]), tf.reshape(predictions, [-1])
@@ -139,22 +151,30 @@ def evaluate(
 
     num_images = 0
 
-    def counted(pairs):
+    def counted(pairs, whole):
+        """Count the pairs ``whole`` does not take (they are yielded, to be batched)."""
         nonlocal num_images
         for image, label in pairs:
             num_images += 1
-            if not limits.tiles(*image.shape[:2]):
+            if whole(image):
                 yield image, label
                 continue
-            for (rows, cols), predictions in predict_tiled(
-                model, image, limits.max_pixels, margin, "labels", precision=None
-            ):
+            pieces = predict_pieces(model, image, max_pixels, margin, "labels")
+            for (rows, cols), predictions in pieces:
                 count(label[rows, cols], predictions)
 
     with data_errors_named():
-        pairs = counted(_pairs(data, split, num_classes))
-        for images, labels in _batches(pairs, limits.batch_pixels):
-            count(labels, forward(images))
+        if isinstance(model, LiteRTModel):  # windows of its size, one image at a time
+            for _ in counted(_pairs(data, split, num_classes), lambda image: False):
+                pass
+        else:
+            limits = budget.Budget.default(streams(model), max_pixels)
+            forward = compiled_forward(model, "labels")
+            pairs = counted(
+                _pairs(data, split, num_classes), lambda image: not limits.tiles(*image.shape[:2])
+            )
+            for images, labels in _batches(pairs, limits.batch_pixels):
+                count(labels, forward(images))
     if not num_images:
         raise DataError("the evaluation data hold no image/label pair: there is nothing to score")
     return EvaluationResult(matrix, tuple(class_names), num_images)

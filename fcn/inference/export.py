@@ -27,6 +27,11 @@ destination and moved into place when complete (``fcn.data.atomic.write_whole``)
 interrupted export leaves no partial artifact and an earlier one at that path stays until the
 new one is whole. An export whose converter would need more memory than is available is
 refused before it starts ([`Format`][]).
+
+``quantize="int8"`` writes a LiteRT or ONNX file with int8 weights and activations, calibrated
+on training images ([`fcn.inference.calibration`][]); [`fcn.predict`][] and [`fcn.evaluate`][]
+run a LiteRT file back ([`fcn.inference.litert`][]), so the accuracy of the deployed file is
+scored by the package's own evaluator.
 """
 
 from __future__ import annotations
@@ -34,20 +39,31 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from fcn.conv_gradients import native_convolutions
 from fcn.data.atomic import write_whole
 from fcn.device import OutOfMemoryError, Precision, available_host_memory, resolve_precision
+from fcn.inference.calibration import CalibrationSource, calibration_files, calibration_inputs
 from fcn.inference.model_files import load_model
 from fcn.inference.precision import in_precision
 from fcn.layers import ClassLabels
-from fcn.options import EXPORT_FORMATS, OUTPUTS, ExportFormat, Output
+from fcn.options import (
+    DEFAULT_CALIBRATION_IMAGES,
+    EXPORT_FORMATS,
+    OUTPUTS,
+    QUANTIZATIONS,
+    QUANTIZED_FORMATS,
+    ExportFormat,
+    Output,
+    Quantization,
+)
 
 INPUT_NAME = "image"
 """The name of an exported model's input."""
@@ -73,7 +89,9 @@ def serving_model(model: keras.Model, output: Output = "labels") -> keras.Model:
     return keras.Model(image, {output: result}, name=f"{model.name}_{output}")
 
 
-def _write_saved_model(served: keras.Model, spec: tf.TensorSpec, path: Path) -> None:
+def _write_saved_model(
+    served: keras.Model, spec: tf.TensorSpec, path: Path, calibration: None = None
+) -> None:
     """``served`` as a SavedModel whose ``serve`` function is also its ``serving_default``
     signature, each weight stored once. Not ``Model.export``: on TensorFlow it stores every
     weight twice, as the Keras variable and as the TensorFlow variable inside it, which doubles
@@ -90,18 +108,49 @@ def _write_saved_model(served: keras.Model, spec: tf.TensorSpec, path: Path) -> 
     tf.saved_model.save(module, str(path), signatures={"serving_default": serve})
 
 
-def _write_litert(served: keras.Model, spec: tf.TensorSpec, path: Path) -> None:
-    """``served`` as a LiteRT flatbuffer, by Keras' ``Model.export`` (TensorFlow's converter)."""
-    served.export(path, "litert", input_signature=[spec], verbose=False)
+Inputs = Callable[[], Iterator[np.ndarray]]
+"""Calibration inputs: a function yielding uint8 (1, H, W, 3) images
+([`fcn.inference.calibration.calibration_inputs`][])."""
 
 
-def _write_onnx(served: keras.Model, spec: tf.TensorSpec, path: Path) -> None:
+def _write_litert(
+    served: keras.Model, spec: tf.TensorSpec, path: Path, calibration: Inputs | None
+) -> None:
+    """``served`` as a LiteRT flatbuffer, by Keras' ``Model.export`` (TensorFlow's converter);
+    with ``calibration``, full-integer int8: TensorFlow's post-training quantisation targeting
+    its int8 builtin ops (weights per output channel, each activation's scale from its range
+    over the calibration inputs). Every convolution, pooling, addition and crop then computes
+    in int8 (``tests/test_export.py`` checks each op of the file); the casts of the uint8 input
+    to the graph's float and of the argmax to uint8 labels stay as they are."""
+    quantize = {}
+    if calibration is not None:
+        quantize = {
+            "optimizations": [tf.lite.Optimize.DEFAULT],
+            "representative_dataset": lambda: ([image] for image in calibration()),
+            "target_spec": {"supported_ops": [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]},
+        }
+    served.export(path, "litert", input_signature=[spec], verbose=False, **quantize)
+
+
+def _write_onnx(
+    served: keras.Model, spec: tf.TensorSpec, path: Path, calibration: Inputs | None
+) -> None:
     """``served`` as an ONNX file, converted by tf2onnx with the weights as inputs of the
     function, then stored as the file's initializers. Not ``Model.export``, which hands tf2onnx
     the weights as constants: every optimizer pass of tf2onnx copies the graph, constants
     included, and the full FCN-8s needed ~26 GiB (51x its weights; 3.1-4.2x this way,
     ``benchmarks/README.md``). The weights Keras keeps for training only (dropout's seeds) are
-    unused by the graph and left out."""
+    unused by the graph and left out. With ``calibration``, the float file is then quantised
+    by [`_quantize_onnx`][]."""
+    if calibration is not None:
+        floating = path.with_name(f"{path.stem}.float32.onnx")
+        try:
+            _write_onnx(served, spec, floating, None)
+            _quantize_onnx(floating, path, calibration)
+        finally:
+            floating.unlink(missing_ok=True)
+            floating.with_suffix(".prepared.onnx").unlink(missing_ok=True)
+        return
     import onnx
     import tf2onnx
     from onnx import numpy_helper
@@ -130,7 +179,42 @@ def _write_onnx(served: keras.Model, spec: tf.TensorSpec, path: Path) -> None:
     onnx.save(proto, str(path))
 
 
-Writer = Callable[[keras.Model, tf.TensorSpec, Path], None]
+def _quantize_onnx(floating: Path, path: Path, calibration: Inputs) -> None:
+    """The ONNX file ``floating`` as int8 in ``path``: ONNX Runtime's static quantiser in its
+    recommended defaults, QDQ format (quantise/dequantise pairs around each int8 op, which ONNX
+    Runtime fuses into int8 kernels) with int8 weights and activations (S8S8), weights per
+    output channel, each activation's scale from its min and max over the calibration inputs
+    (the calibrator keeps those two numbers per tensor, not the activations). First its
+    pre-processing (``quant_pre_process``: constant folding and shape inference): tf2onnx leaves
+    each kernel behind a Transpose of the weight (NHWC to NCHW), which the quantiser would not
+    see as a weight; folded, every kernel is an initializer it quantises."""
+    try:
+        from onnxruntime import quantization
+    except ImportError as err:
+        raise RuntimeError(
+            "an int8 ONNX export needs ONNX Runtime's quantiser: pip install 'fcn-keras[onnx]'"
+        ) from err
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.inputs = calibration()
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            image = next(self.inputs, None)
+            return None if image is None else {INPUT_NAME: image}
+
+    prepared = floating.with_suffix(".prepared.onnx")
+    quantization.quant_pre_process(
+        str(floating), str(prepared), skip_symbolic_shape=True
+    )
+    quantization.quantize_static(
+        str(prepared), str(path), Reader(), quant_format=quantization.QuantFormat.QDQ,
+        per_channel=True, activation_type=quantization.QuantType.QInt8,
+        weight_type=quantization.QuantType.QInt8,
+    )  # fmt: skip
+
+
+Writer = Callable[[keras.Model, tf.TensorSpec, Path, Inputs | None], None]
 
 
 @dataclass(frozen=True)
@@ -142,7 +226,8 @@ class Format:
         memory: the converter's peak memory above the loaded model, per byte of the model's
             weights, rounded up from ``benchmarks/convert_memory.py`` (full FCN-8s, oneDNN /
             Eigen kernels: SavedModel 0.05 / 0.11, LiteRT 9.4 / 7.7, ONNX 4.2 / 3.1).
-        write: ``write(serving_model, input_spec, path)``.
+        write: ``write(serving_model, input_spec, path, calibration)``: calibration inputs
+            for an int8 file, else None.
 
     Examples:
         >>> FORMATS["litert"].suffix, round(FORMATS["litert"].memory * 513 / 1024, 1)  # GiB
@@ -194,6 +279,9 @@ def export_model(
     size: tuple[int, int] | None = None,
     output: Output = "labels",
     precision: Precision = "float32",
+    quantize: Quantization | None = None,
+    calibration: CalibrationSource | None = None,
+    calibration_images: int | None = None,
 ) -> Path:
     """Write ``model`` as a SavedModel folder, a ``.tflite`` file or an ``.onnx`` file.
 
@@ -211,6 +299,15 @@ def export_model(
             (the trunk's weights stored and run in bf16, [`fcn.inference.precision`][]: half
             the size; SavedModel only, LiteRT and ONNX Runtime have no bf16 convolutions on a
             CPU) or ``"auto"`` (bfloat16 where this machine runs it natively).
+        quantize: None (float), or ``"int8"``: full-integer post-training quantisation of the
+            float32 model, for ``litert`` (TensorFlow's converter) and ``onnx`` (ONNX Runtime's
+            quantiser); weights int8 per output channel, activations int8 scaled by their
+            range on ``calibration``. Needs ``precision="float32"``.
+        calibration: the images the int8 activations are calibrated on (required with
+            ``quantize``, refused without): a VOC root (its ``train`` images), a folder, or
+            image files ([`fcn.inference.calibration`][]); streamed, one image in memory.
+        calibration_images: how many of them, spread evenly (all if fewer); default
+            [`fcn.options.DEFAULT_CALIBRATION_IMAGES`][].
 
     Returns:
         ``path``.
@@ -229,6 +326,7 @@ def export_model(
     path = Path(path)
     if FORMATS[format].suffix and path.suffix != FORMATS[format].suffix:
         raise ValueError(f"{path}: a {format} file's name must end in {FORMATS[format].suffix}")
+    inputs = _calibration(format, precision, size, quantize, calibration, calibration_images)
     if resolve_precision(precision) == "bfloat16" and format != "saved_model":
         raise ValueError(
             f"precision {precision!r} means bfloat16 here, which a {format} file cannot run "
@@ -249,5 +347,41 @@ def export_model(
     path.parent.mkdir(parents=True, exist_ok=True)
     portable = native_convolutions() if format != "saved_model" else contextlib.nullcontext()
     with portable:  # a SavedModel runs on TensorFlow: its fc6 as fast matrix products
-        write_whole(path, lambda new: FORMATS[format].write(served, spec, new))
+        write_whole(path, lambda new: FORMATS[format].write(served, spec, new, inputs))
     return path
+
+
+def _calibration(
+    format: str,
+    precision: Precision,
+    size: tuple[int, int] | None,
+    quantize: Quantization | None,
+    calibration: CalibrationSource | None,
+    count: int | None,
+) -> Inputs | None:
+    """The calibration inputs of an int8 export (None for a float one), every combination that
+    makes no sense refused by name before anything is done."""
+    if quantize is None:
+        if calibration is not None or count is not None:
+            raise ValueError("calibration images are for quantize='int8' (--quantize int8)")
+        return None
+    if quantize not in QUANTIZATIONS:
+        raise ValueError(f"unknown quantize {quantize!r}; choose one of {', '.join(QUANTIZATIONS)}")
+    if format not in QUANTIZED_FORMATS:
+        raise ValueError(
+            f"quantize={quantize!r} writes {' or '.join(QUANTIZED_FORMATS)} files, whose runtimes "
+            f"run int8 convolutions; a {format} runs TensorFlow's float kernels: export it "
+            "without quantize"
+        )
+    if precision != "float32":
+        raise ValueError(
+            f"quantize={quantize!r} quantises the float32 model: precision={precision!r} with it "
+            "makes no sense (bfloat16 weights would be rounded twice); leave precision float32"
+        )
+    if calibration is None:
+        raise ValueError(
+            f"quantize={quantize!r} needs calibration images, the range of each activation is "
+            "measured on them: pass calibration=VOC_ROOT or image files (--calibration)"
+        )
+    count = DEFAULT_CALIBRATION_IMAGES if count is None else count
+    return calibration_inputs(calibration_files(calibration, count), size)

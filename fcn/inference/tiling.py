@@ -11,6 +11,15 @@ grid as the whole image, and the pixels at least [`DEFAULT_MARGIN`][] pixels ins
 (or on a border it shares with the image) get the logits of whole-image inference, up to float
 rounding (``tests/test_tiling.py::test_tiled_logits_equal_whole_image``). Each tile keeps only
 that central part; the kept parts partition the image.
+
+A model of fixed input size (a LiteRT file, [`fcn.inference.litert.LiteRTModel`][]) reads
+windows of exactly its size: [`plan_windows`][] cuts them by the same margin rule, and
+[`pad_window`][] fills a window that runs past the image's bottom or right edge (or an image
+smaller than the size) with the mean colour, the colour that conv1_1's own 100-pixel pad stands
+for (Keras' VGG16 mean in whole grey levels: within one grey level of the paper's). That filling
+is not the whole-image network (deeper layers pad with zeros, not with what the network makes of
+the mean colour), so pixels within ~220 of such an edge may differ from whole-image inference:
+``benchmarks/README.md`` measures it.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from fcn.inference.budget import fits_one_pass
 from fcn.inference.precision import in_precision
 from fcn.inference.streamed import compiled_forward
 from fcn.options import Output, Precision
+from fcn.preprocessing import MEAN_RGB
 
 STRIDE = 32
 """Output stride of every FCN variant: tile origins are multiples of it."""
@@ -98,6 +108,65 @@ def plan_tiles(
         for rs, rk, rr in _axis(height, core, margin)
         for cs, ck, cr in _axis(width, core, margin)
     ]
+
+
+def plan_windows(
+    height: int, width: int, size: tuple[int, int], margin: int = DEFAULT_MARGIN
+) -> list[Tile]:
+    """Cut a (height, width) image into the windows of a model whose input is ``size`` (H, W).
+
+    Along an axis the image fits in, one window; along a longer one, kept parts of ``core`` (the
+    largest multiple of 32 with ``core + 2 * margin`` within the size), each read with
+    ``margin`` more pixels on every side inside the image, as in [`plan_tiles`][]. Every
+    ``source`` is at most ``size``; [`pad_window`][] makes it ``size``.
+
+    Raises:
+        ValueError: the size is too small for a 32-pixel core with its margins along an axis the
+            image is longer than (the message gives the least size).
+
+    Examples:
+        >>> len(plan_windows(375, 500, (512, 512))), len(plan_windows(1000, 1500, (544, 544), 128))
+        (1, 24)
+    """
+    if margin % STRIDE:
+        raise ValueError(f"margin must be a multiple of {STRIDE}, got {margin}")
+
+    def axis(length: int, side: int) -> list[tuple[slice, slice, slice]]:
+        if length <= side:
+            whole = slice(0, length)
+            return [(whole, whole, whole)]
+        core = (side - 2 * margin) // STRIDE * STRIDE
+        if core < STRIDE:
+            raise ValueError(
+                f"a model of input size {size} cannot tile a {height}x{width} image with a "
+                f"{margin}-pixel margin: a side must be at least {STRIDE + 2 * margin} pixels "
+                "(export it at a larger size, or pass a smaller margin)"
+            )
+        return _axis(length, core, margin)
+
+    return [
+        Tile((rs, cs), (rk, ck), (rr, cr))
+        for rs, rk, rr in axis(height, size[0])
+        for cs, ck, cr in axis(width, size[1])
+    ]
+
+
+def pad_window(window: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``window`` (h, w, 3) uint8, h and w at most ``size``, as (1, H, W, 3): filled at the
+    bottom and right with [`fcn.preprocessing.MEAN_RGB`][].
+
+    Examples:
+        >>> padded = pad_window(np.zeros((2, 3, 3), np.uint8), (4, 4))
+        >>> padded.shape, padded[0, 0, 0].tolist(), padded[0, 3, 3].tolist()
+        ((1, 4, 4, 3), [0, 0, 0], [124, 117, 104])
+    """
+    height, width = window.shape[:2]
+    if height > size[0] or width > size[1]:
+        raise ValueError(f"a {height}x{width} window does not fit a model of input size {size}")
+    padded = np.empty((1, *size, 3), np.uint8)
+    padded[...] = MEAN_RGB
+    padded[0, :height, :width] = window
+    return padded
 
 
 def predict_tiled(
