@@ -265,10 +265,12 @@ def load_keras_in_place(
 
     The config is Keras' (deserialised in ``safe_mode``) with its glorot-uniform kernels
     created [`Unwritten`][]; every variable of every layer is then read from the file,
-    which must hold them all, with the shapes of the config. ``edit``, if given, changes the
-    model's config (the ``"config"`` of the file's ``config.json``) in place first:
-    [`fcn.inference.precision.set_precision`][] makes the model bf16 before any weight exists,
-    so each is read from the file straight into its bf16 variable.
+    which must hold them all, with the shapes of the config. The model comes back
+    uncompiled: a training checkpoint's optimizer (``epoch-0050.keras``) is neither rebuilt nor
+    read (its class lives in the training wing, which inference never imports). ``edit``, if
+    given, changes the model's config (the ``"config"`` of the file's ``config.json``) in place
+    first: [`fcn.inference.precision.set_precision`][] makes the model bf16 before any weight
+    exists, so each is read from the file straight into its bf16 variable.
 
     Raises:
         ValueError: not a ``.keras`` archive, or it lacks a layer's weights or holds another
@@ -285,6 +287,7 @@ def load_keras_in_place(
         raise ValueError(f"{path} is not a .keras model file (not a zip archive)")
     with zipfile.ZipFile(path) as archive:
         config = json.loads(archive.read("config.json"))
+        config.pop("compile_config", None)  # the model, not a training checkpoint's optimizer
         _defer_glorot(config)
         if edit is not None:
             edit(config["config"])

@@ -8,6 +8,7 @@ import inspect
 import shutil
 import socket
 
+import keras
 import numpy as np
 import pytest
 from conftest import clear_of_ties, network_tolerance, randomize, sum_tolerance, whole_logits
@@ -277,3 +278,23 @@ def test_predict_files_streams_a_folder(model_file, tmp_path):
     (tmp_path / "5.png").write_bytes(b"")
     with pytest.raises(DataError, match="5.png: empty file"):
         list(fcn.predict_files(tmp_path, model_file))
+
+
+def test_an_epoch_checkpoint_loads_for_inference_in_a_fresh_process(tiny_fcn8s, tmp_path):
+    """A training checkpoint holds its optimizer (fcn's CaffeSGD, of the training wing): a
+    process that never imported training loads the model from it all the same."""
+    import subprocess
+    import sys
+
+    from fcn.training.optimizer import CaffeSGD
+
+    model = keras.models.clone_model(tiny_fcn8s)
+    model.set_weights(tiny_fcn8s.get_weights())
+    model.compile(CaffeSGD(learning_rate=1e-3, momentum=0.9), "mse")
+    model.save(tmp_path / "epoch-0001.keras")
+    path = str(tmp_path / "epoch-0001.keras")
+    code = (f"import fcn; m = fcn.load_model({path!r}); "
+            "print(m.count_params(), getattr(m, 'optimizer', None))")  # fmt: skip
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == [str(tiny_fcn8s.count_params()), "None"]
