@@ -62,7 +62,6 @@ def main() -> None:
     args = parser.parse_args()
 
     import fcn
-    import fcn.training.optimizer  # noqa: F401  (CaffeSGD: an epoch checkpoint's optimizer)
     from fcn.data import eval_dataset, voc_pairs
     from fcn.device import cpu_summary
     from fcn.model import class_names
